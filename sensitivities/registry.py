@@ -1,0 +1,271 @@
+"""The rule registry: sensitivities keyed by function and argument index.
+
+A *sensitivity* of argument ``argnum`` of ``f`` is a function
+``rule(y, ybar, *args, **kwargs) -> xbar`` that maps the adjoint ``ybar`` of the
+result ``y = f(*args, **kwargs)`` to the adjoint contribution of that argument.
+Its *update form* ``rule(xbar, y, ybar, *args, **kwargs) -> xbar`` adds the
+contribution into an accumulator it is handed and may do so in place.
+
+Rules registered without types take a fast path: one dictionary look-up. Rules
+registered with types are resolved through ``multipledispatch`` on the types of
+the argument values, the most specific signature winning; an untyped rule of the
+same function and argument is the fallback of last resort.
+
+This module knows nothing of tapes or nodes: rules are plain NumPy over plain
+values, which is what makes them differentiable again.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+from multipledispatch import Dispatcher
+
+__all__ = [
+    "sensitivity",
+    "preprocess",
+    "nondifferentiable",
+    "implementation",
+    "primitive",
+    "Rules",
+    "lookup",
+    "implementation_of",
+    "registered_functions",
+    "function_name",
+]
+
+_ANY = [object]  # multipledispatch's spelling of "any number of arguments of any type"
+
+
+def function_name(f: Any) -> str:
+    """A short readable name: ``multiply``, ``sum``, ``add.reduce``, ``linalg.inv``."""
+    owner = getattr(f, "__self__", None)
+    name = getattr(f, "__name__", None) or type(f).__name__
+    if owner is not None and hasattr(owner, "nin"):  # a bound ufunc method
+        return f"{owner.__name__}.{name}"
+    module = getattr(f, "__module__", "") or ""
+    for prefix in ("numpy.linalg", "numpy.fft", "scipy.linalg", "scipy.special"):
+        if module.startswith(prefix):
+            return prefix.split(".")[-1] + "." + name
+    return name
+
+
+class Rules:
+    """Everything registered for one function.
+
+    ``plain[argnum]`` / ``update[argnum]`` hold untyped rules;
+    ``typed[(kind, argnum)]`` holds a ``Dispatcher`` once any typed rule exists
+    for that slot; ``pre`` is the optional shared work done once per Branch.
+    """
+
+    __slots__ = ("f", "plain", "update", "typed", "pre", "nondiff", "argnums")
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+        self.plain: dict[int, Callable] = {}
+        self.update: dict[int, Callable] = {}
+        self.typed: dict[tuple[str, int], Dispatcher] = {}
+        self.pre: Callable | None = None
+        self.nondiff = False
+        self.argnums: set[int] = set()  # the arguments with any rule, checked when recording
+
+    def _resolve(self, kind: str, table: dict, argnum: int, vals: tuple) -> Callable | None:
+        if self.typed:
+            dispatcher = self.typed.get((kind, argnum))
+            if dispatcher is not None:
+                return dispatcher.dispatch(*map(_value_type, vals))
+        return table.get(argnum)
+
+    def rule(self, argnum: int, vals: tuple) -> Callable | None:
+        """The plain rule for ``argnum`` given the argument values, or None."""
+        return self._resolve("plain", self.plain, argnum, vals)
+
+    def update_rule(self, argnum: int, vals: tuple) -> Callable | None:
+        """The update-form rule for ``argnum`` given the argument values, or None."""
+        return self._resolve("update", self.update, argnum, vals)
+
+    def __repr__(self) -> str:
+        return f"<Rules for {function_name(self.f)}: arguments {sorted(self.argnums)}>"
+
+
+_registry: dict[Any, Rules] = {}
+_implementations: dict[Any, Callable] = {}
+
+
+def _value_type(v: Any) -> type:
+    # Values of an inner tape may be nodes of an outer one; dispatch on what they hold.
+    while hasattr(v, "tape") and hasattr(v, "value") and hasattr(v, "pos"):
+        v = v.value
+    return type(v)
+
+
+def _rules_for(f: Any) -> Rules:
+    rules = _registry.get(f)
+    if rules is None:
+        rules = _registry[f] = Rules(f)
+    return rules
+
+
+def lookup(f: Any) -> Rules | None:
+    """The ``Rules`` registered for ``f``, or None."""
+    return _registry.get(f)
+
+
+def implementation_of(f: Any) -> Callable | None:
+    """The NumPy-level implementation registered with ``implementation(f)``, or None."""
+    return _implementations.get(f)
+
+
+def registered_functions() -> list:
+    """Every function with a sensitivity, a non-differentiable mark or an implementation."""
+    return list(_registry) + [f for f in _implementations if f not in _registry]
+
+
+def _register(kind: str, f: Any, argnum: int, types: tuple) -> Callable:
+    if not isinstance(argnum, int) or isinstance(argnum, bool) or argnum < 0:
+        raise TypeError(f"argnum must be a non-negative int, got {argnum!r}")
+    for t in types:
+        if not isinstance(t, (type, tuple)):
+            raise TypeError(f"types must be classes (or tuples of classes), got {t!r}")
+
+    def register(rule: Callable) -> Callable:
+        if not callable(rule):
+            raise TypeError(f"a sensitivity must be callable, got {rule!r}")
+        rules = _rules_for(f)
+        rules.argnums.add(argnum)
+        table = rules.plain if kind == "plain" else rules.update
+        key = (kind, argnum)
+        if types:
+            dispatcher = rules.typed.get(key)
+            if dispatcher is None:
+                dispatcher = rules.typed[key] = Dispatcher(f"{function_name(f)}_{kind}_{argnum}")
+                if argnum in table:
+                    dispatcher.add((_ANY,), table[argnum])
+            dispatcher.add((*types, _ANY), rule)
+        else:
+            table[argnum] = rule
+            if key in rules.typed:
+                rules.typed[key].add((_ANY,), rule)
+        return rule
+
+    return register
+
+
+class _Sensitivity:
+    """Register a sensitivity of argument ``argnum`` (0-based) of ``f``.
+
+    ``rule(y, ybar, *args, **kwargs) -> xbar`` receives the result ``y``, its adjoint
+    ``ybar`` and the arguments exactly as ``f`` received them, and returns the adjoint
+    contribution of ``args[argnum]``. It may return an array of the broadcast shape:
+    the engine sums it back to the argument's shape. Where ``args[argnum]`` is a list
+    or tuple of arrays (``np.concatenate``, ``np.stack``), the rule returns one
+    contribution per element (``None`` for none).
+
+    ``types``, when given, specialise the rule by the types of the argument values
+    (``np.ndarray``, ``float``, ...) through ``multipledispatch``; the most specific
+    registered rule wins, and a rule registered without types is the fallback.
+
+    >>> import numpy as np
+    >>> from sensitivities import sensitivity
+    >>> def cube(x):
+    ...     return x ** 3
+    >>> @sensitivity(cube, 0)
+    ... def _(y, ybar, x):
+    ...     return ybar * 3 * x ** 2
+
+    ``sensitivity.update(f, argnum, *types)`` registers the in-place form
+    ``rule(xbar, y, ybar, *args, **kwargs) -> xbar``: it adds the contribution into the
+    accumulator ``xbar`` and returns it. The engine only hands it an array that it owns,
+    so the rule may write into it.
+    """
+
+    def __call__(self, f: Any, argnum: int, *types: type) -> Callable[[Callable], Callable]:
+        return _register("plain", f, argnum, types)
+
+    def update(self, f: Any, argnum: int, *types: type) -> Callable[[Callable], Callable]:
+        """Register the update form ``rule(xbar, y, ybar, *args, **kwargs) -> xbar``."""
+        return _register("update", f, argnum, types)
+
+
+sensitivity = _Sensitivity()
+
+
+def preprocess(f: Any) -> Callable[[Callable], Callable]:
+    """Register work shared by the rules of ``f``, done once per Branch.
+
+    ``pre(y, ybar, *args, **kwargs)`` runs once before the rules of a Branch of ``f``
+    are called, and its result is handed to each rule as the keyword argument ``pre``:
+    ``rule(y, ybar, *args, pre=..., **kwargs)``. Use it for a factorisation, an
+    inverse or a softmax that several arguments' rules need.
+    """
+
+    def register(pre: Callable) -> Callable:
+        _rules_for(f).pre = pre
+        return pre
+
+    return register
+
+
+def nondifferentiable(*fs: Any) -> None:
+    """Mark functions whose results carry no gradient (comparisons, ``floor``, ``argmax``).
+
+    Called on nodes, they compute on the plain values and return plain results: a
+    constant, so that control flow and indexing work, and zero gradient.
+    """
+    for f in fs:
+        _rules_for(f).nondiff = True
+
+
+def implementation(f: Any) -> Callable[[Callable], Callable]:
+    """Give ``f`` an implementation in terms of other NumPy functions.
+
+    When ``f`` meets a node, the registered function is called instead of NumPy's own,
+    and its inner calls are recorded one by one: the fall-through, made explicit.
+    """
+
+    def register(impl: Callable) -> Callable:
+        _implementations[f] = impl
+        return impl
+
+    return register
+
+
+_recorder: Callable | None = None
+
+
+def set_recorder(record: Callable) -> None:
+    """Install ``record(key, f, args, kwargs)``, called for every call of a primitive.
+
+    The engine installs it when it is imported; until then primitives are plain calls.
+    """
+    global _recorder
+    _recorder = record
+
+
+def primitive(f: Callable) -> Callable:
+    """Make ``f`` one record on the tape: Nabla's ``@explicit_intercepts``.
+
+    Called on nodes, the returned function records a single Branch instead of the
+    operations inside ``f``; give it rules with ``sensitivity``. Called on plain values
+    it is ``f``.
+
+    >>> import numpy as np
+    >>> from tape import primitive, sensitivity, grad
+    >>> @primitive
+    ... def softplus(x):
+    ...     return np.logaddexp(0.0, x)
+    >>> @sensitivity(softplus, 0)
+    ... def _(y, ybar, x):
+    ...     return ybar / (1.0 + np.exp(-x))
+    >>> grad(softplus)(0.0)
+    (0.5,)
+    """
+
+    @functools.wraps(f)
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        if _recorder is None:
+            return f(*args, **kwargs)
+        return _recorder(recorded, f, args, kwargs)
+
+    return recorded

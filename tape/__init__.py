@@ -1,0 +1,40 @@
+"""tape: reverse-mode automatic differentiation of plain NumPy code on a Wengert list.
+
+>>> import numpy as np
+>>> from tape import grad
+>>> grad(lambda x: np.sum(np.sin(x) ** 2))(np.array([0.0, np.pi / 4]))
+(array([0., 1.]),)
+"""
+
+from sensitivities import (
+    implementation,
+    nondifferentiable,
+    preprocess,
+    primitive,
+    sensitivity,
+)
+
+from .core import Branch, Leaf, MissingRuleError, Node, NodeConversionError, Tape
+from .functional import grad, value_and_grad
+from .reverse import ReverseTape, propagate, reverse_tape
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Tape",
+    "Node",
+    "Leaf",
+    "Branch",
+    "ReverseTape",
+    "reverse_tape",
+    "propagate",
+    "grad",
+    "value_and_grad",
+    "sensitivity",
+    "preprocess",
+    "primitive",
+    "nondifferentiable",
+    "implementation",
+    "NodeConversionError",
+    "MissingRuleError",
+]

@@ -1,0 +1,208 @@
+"""The reverse pass: a reverse tape of adjoints, filled by one loop over the tape."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from sensitivities import registry
+from sensitivities.registry import function_name
+
+from .core import Branch, Node, Tape, holds_node_of, unbox
+from .display import dtype_name, preview
+
+__all__ = ["ReverseTape", "reverse_tape", "propagate"]
+
+
+class ReverseTape:
+    """The adjoints of a tape's records, slot for slot; unset slots are ``None``.
+
+    Index it by position or by node: ``rt[x]`` is the adjoint of ``x``.
+    """
+
+    __slots__ = ("tape", "adjoints", "owned")
+
+    def __init__(self, tape: Tape) -> None:
+        self.tape = tape
+        self.adjoints: list[Any] = [None] * len(tape.records)
+        # owned[p]: adjoints[p] is an ndarray the reverse pass made itself, so it may
+        # add into it in place; never true of an array a rule, another slot or the user holds
+        self.owned: list[bool] = [False] * len(tape.records)
+
+    def __len__(self) -> int:
+        return len(self.adjoints)
+
+    def __getitem__(self, key: Node | int) -> Any:
+        if isinstance(key, Node):
+            if key.tape is not self.tape:
+                raise KeyError("this node is not on the reverse tape's tape")
+            key = key.pos
+        adjoint = self.adjoints[key]
+        # a float64 scalar reads as a Python float, without NumPy 2's np.float64(...)
+        if isinstance(adjoint, (np.float64, np.complex128)):
+            return adjoint.item()
+        return adjoint
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self[i] for i in range(len(self.adjoints)))
+
+    def __repr__(self) -> str:
+        lines = [f"Reverse tape with {len(self.adjoints)} elements:"]
+        for pos, adjoint in enumerate(self.adjoints):
+            if adjoint is None:
+                lines.append(f"  [{pos}]: unset")
+            elif isinstance(adjoint, np.ndarray) and adjoint.ndim:
+                lines.append(f"  [{pos}]: {dtype_name(adjoint)} {preview(adjoint)}")
+            else:
+                lines.append(f"  [{pos}]: {preview(adjoint)}")
+        return "\n".join(lines)
+
+
+def reverse_tape(y: Node, ybar: Any = 1.0) -> ReverseTape:
+    """The reverse tape for output ``y``: as long as ``y``'s tape, unset but for ``ybar``
+    at ``y``'s position. ``ybar`` has ``y``'s shape (a float for a scalar ``y``).
+
+    >>> import numpy as np
+    >>> from tape import Tape, Leaf, reverse_tape, propagate
+    >>> t = Tape()
+    >>> x = Leaf(t, 2.0)
+    >>> y = x * x
+    >>> rt = propagate(t, reverse_tape(y, 1.0))
+    >>> rt[x]
+    4.0
+    """
+    if not isinstance(y, Node):
+        raise TypeError(f"reverse_tape needs a node of a tape, got {type(y).__name__}")
+    if np.shape(ybar) != np.shape(y.value):
+        raise ValueError(
+            f"the seed ybar has shape {np.shape(ybar)}, but the output y has shape "
+            f"{np.shape(y.value)}; they must match"
+        )
+    rtape = ReverseTape(y.tape)
+    rtape.adjoints[y.pos] = ybar
+    return rtape
+
+
+def propagate(tape: Tape, rtape: ReverseTape) -> ReverseTape:
+    """The reverse pass: fill ``rtape`` with the adjoint of every record that reaches the
+    seeded output, walking ``tape`` backwards once. Returns ``rtape``.
+    """
+    if rtape.tape is not tape:
+        raise ValueError("this reverse tape was made for another tape")
+    if len(rtape.adjoints) != len(tape.records):
+        raise ValueError(
+            f"the reverse tape has {len(rtape.adjoints)} slots but the tape now has "
+            f"{len(tape.records)} records; make the reverse tape after recording"
+        )
+    records = tape.records
+    adjoints = rtape.adjoints
+    for pos in range(len(records) - 1, -1, -1):
+        ybar = adjoints[pos]
+        if ybar is None:
+            continue
+        node = records[pos]
+        if isinstance(node, Branch):
+            _backpropagate(node, ybar, tape, rtape)
+    return rtape
+
+
+def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> None:
+    """Add the adjoint contributions of one Branch to its arguments' slots."""
+    f = node.f
+    rules = registry.lookup(f)
+    args = node.args
+    vals = unbox(args, tape)
+    y = node.value
+    kwargs = node.kwargs
+    if rules.pre is not None:
+        kwargs = dict(kwargs, pre=rules.pre(y, ybar, *vals, **kwargs))
+    for i, arg in enumerate(args):
+        if isinstance(arg, Node):
+            if arg.tape is tape:
+                _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape)
+        elif holds_node_of(arg, tape):
+            rule = rules.rule(i, vals)
+            xbars = rule(y, ybar, *vals, **kwargs)
+            for element, xbar in zip(arg, xbars):
+                if isinstance(element, Node) and element.tape is tape and xbar is not None:
+                    _accumulate(rtape, element, xbar, f, i)
+
+
+def _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape) -> None:
+    if rules.update or rules.typed:
+        update = rules.update_rule(i, vals)
+        if update is not None:
+            plain = rules.rule(i, vals)
+            if plain is None or not _holds_nodes(ybar, vals):
+                _update_in_place(rtape, update, arg, y, ybar, vals, kwargs)
+                return
+    xbar = rules.rule(i, vals)(y, ybar, *vals, **kwargs)
+    _accumulate(rtape, arg, xbar, rules.f, i)
+
+
+def _holds_nodes(ybar: Any, vals: tuple) -> bool:
+    # in-place updates cannot be recorded: with nodes of an outer tape about, use the plain rule
+    return isinstance(ybar, Node) or any(isinstance(v, Node) for v in vals)
+
+
+def _update_in_place(rtape, update, arg, y, ybar, vals, kwargs) -> None:
+    pos = arg.pos
+    xbar = rtape.adjoints[pos]
+    if xbar is None:
+        xbar = np.zeros_like(arg.value, dtype=np.result_type(arg.value, ybar))
+    elif not (rtape.owned[pos] and type(xbar) is np.ndarray):
+        xbar = np.array(xbar, dtype=np.result_type(xbar, ybar))
+    rtape.adjoints[pos] = update(xbar, y, ybar, *vals, **kwargs)
+    rtape.owned[pos] = rtape.adjoints[pos] is xbar
+
+
+def _accumulate(rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int) -> None:
+    """Add ``xbar``, summed back to ``arg``'s shape, into ``arg``'s slot.
+
+    Only an array the reverse pass made itself is added into in place.
+    """
+    shape = np.shape(arg.value)
+    if np.shape(xbar) != shape:
+        xbar = unbroadcast(xbar, shape, f, argnum)
+    pos = arg.pos
+    current = rtape.adjoints[pos]
+    if current is None:
+        rtape.adjoints[pos] = xbar
+    elif (
+        rtape.owned[pos]
+        and type(xbar) is np.ndarray
+        and xbar.dtype == current.dtype
+    ):
+        np.add(current, xbar, out=current)
+    else:
+        total = current + xbar
+        rtape.adjoints[pos] = total
+        rtape.owned[pos] = type(total) is np.ndarray
+
+
+def unbroadcast(xbar: Any, shape: tuple, f: Any = None, argnum: int = 0) -> Any:
+    """Sum ``xbar`` over the axes that broadcasting added or stretched, to get ``shape``.
+
+    Anything else is a rule's mistake, reported as such rather than broadcast silently.
+    """
+    xshape = np.shape(xbar)
+    extra = len(xshape) - len(shape)
+    if extra > 0:
+        xbar = np.sum(xbar, axis=tuple(range(extra)))
+        xshape = xshape[extra:]
+    if len(xshape) == len(shape):
+        stretched = tuple(
+            i for i, (n, m) in enumerate(zip(shape, xshape)) if n == 1 and m != 1
+        )
+        if stretched:
+            xbar = np.sum(xbar, axis=stretched, keepdims=True)
+            xshape = np.shape(xbar)
+    if xshape != shape:
+        where = f"the sensitivity of {function_name(f)} for argument {argnum}" if f else "an adjoint"
+        raise ValueError(
+            f"{where} returned shape {np.shape(xbar)}, which does not sum back to the "
+            f"argument's shape {shape}: a rule must return its argument's shape or the "
+            "broadcast shape"
+        )
+    return xbar
