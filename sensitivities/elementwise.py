@@ -35,8 +35,9 @@ sensitivity(np.remainder, 1)(lambda y, ybar, a, b, **kw: -ybar * np.floor_divide
 
 @sensitivity(np.power, 0)
 def _(y, ybar, x, p, **kw):
-    # x ** (p - 1) is inf at x == 0 for p < 1; p == 0 must still give 0, not 0 * inf
-    return ybar * np.where(np.equal(p, 0), 0.0, p * np.power(x, p - 1))
+    # p == 0 must give 0 even at x == 0, where x ** (p - 1) is inf
+    constant = np.equal(p, 0)
+    return ybar * np.where(constant, 0.0, p * np.power(np.where(constant, 1.0, x), p - 1))
 
 
 @sensitivity(np.power, 1)

@@ -70,7 +70,7 @@ def _prod_rule(y, ybar, x, axis=None, dtype=None, out=None, keepdims=_NO_VALUE,
     ybar = expand_reduced(ybar, x, axis, keepdims)
     zero = np.equal(x, 0)
     if not np.any(zero):
-        return ybar * expand_reduced(y, x, axis, keepdims) / x
+        return ybar * (expand_reduced(y, x, axis, keepdims) / x)
     # With zeros, d prod / d x_i is the product of the others: nonzero only where x_i is
     # the one zero of its slice, and then it is the product of the slice's nonzeros.
     zeros = np.sum(zero, axis=axes, keepdims=True)
