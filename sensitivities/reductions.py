@@ -7,7 +7,7 @@ and JAX's ``jnp.max``.
 
 import numpy as np
 
-from .registry import sensitivity
+from .registry import implementation, sensitivity
 
 _NO_VALUE = np._NoValue
 
@@ -149,3 +149,26 @@ sensitivity(np.add.accumulate, 0)(_axis0(_cumsum_rule))
 sensitivity(np.multiply.accumulate, 0)(_axis0(_cumprod_rule))
 sensitivity(np.maximum.accumulate, 0)(_cumextremum_rule)
 sensitivity(np.minimum.accumulate, 0)(_cumextremum_rule)
+
+
+# -- variance and standard deviation, entered as means of squares ------------------------
+
+
+@implementation(np.var)
+def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=_NO_VALUE,
+         mean=_NO_VALUE, correction=_NO_VALUE):  # fmt: skip
+    if where is not _NO_VALUE or mean is not _NO_VALUE:
+        raise NotImplementedError("np.var with where= or mean= is not differentiable yet")
+    if correction is not _NO_VALUE:
+        ddof = correction
+    shape = np.shape(a)
+    count = 1
+    for i in reduced_axes(axis, len(shape)):
+        count *= shape[i]
+    centred = a - np.mean(a, axis=axis, keepdims=True)
+    return np.sum(centred * centred, axis=axis, keepdims=keepdims) / (count - ddof)
+
+
+@implementation(np.std)
+def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
+    return np.sqrt(_var(a, axis, dtype, out, ddof, keepdims, **kwargs))

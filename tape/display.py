@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 _PREVIEW = dict(threshold=6, edgeitems=2, precision=4, separator=", ", max_line_width=10**6)
@@ -27,7 +29,7 @@ def preview(value) -> str:
     if isinstance(value, np.ndarray):
         if value.ndim == 0:
             return str(value[()])
-        return " ".join(np.array2string(value, **_PREVIEW).split())
+        return re.sub(r"\[ +", "[", " ".join(np.array2string(value, **_PREVIEW).split()))
     if isinstance(value, np.generic):
         return str(value)  # NumPy 2's repr would add np.float64(...) around it
     return repr(value)

@@ -101,15 +101,13 @@ def _as_input_type(g: Any, x: Any) -> Any:
         return g
     if isinstance(x, Node):
         x = x.value
-    if isinstance(x, float):
-        return float(np.real(g))
-    if isinstance(x, complex):
-        return complex(g)
     dtype = np.result_type(x)
     if dtype.kind == "f" and np.iscomplexobj(g):
-        g = np.real(g)
+        g = np.real(g)  # a real input's gradient is real, also through complex intermediates
     if isinstance(x, np.generic):
         return dtype.type(g)
+    if isinstance(x, (float, complex)):
+        return type(x)(g)
     g = np.asarray(g, dtype=dtype)
     if g.shape != np.shape(x):
         g = np.broadcast_to(g, np.shape(x))

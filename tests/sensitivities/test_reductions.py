@@ -95,3 +95,13 @@ def test_prod_with_two_zeros_has_zero_gradient():
     np.testing.assert_array_equal(g, [0.0, 0.0, 0.0, 0.0])
     (g,) = grad(np.prod)(np.array([0.0, 2.0, 5.0, 3.0]))
     np.testing.assert_array_equal(g, [30.0, 0.0, 0.0, 0.0])
+
+
+def test_var_and_std_with_ddof_are_entered_as_means_of_squares():
+    from tests.fd import check_grads
+
+    x = np.random.default_rng(3).standard_normal((3, 4))
+    for ddof in (0, 1):
+        check_grads(lambda x: np.var(x, ddof=ddof), x)
+        check_grads(lambda x: x.std(axis=0, ddof=ddof), x)
+        check_grads(lambda x: np.std(x, axis=1, keepdims=True), x)

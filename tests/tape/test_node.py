@@ -1,0 +1,144 @@
+"""A node behaves like its value: operators both ways, attributes, methods, indexing."""
+
+import math
+import operator
+
+import numpy as np
+import pytest
+
+from tape import Leaf, Tape, grad
+from tests.fd import check_grads
+
+rng = np.random.default_rng(0)
+A = rng.uniform(0.5, 1.5, (3, 4))
+B = rng.uniform(0.5, 1.5, (4,))
+
+
+@pytest.mark.parametrize(
+    "op", [operator.add, operator.sub, operator.mul, operator.truediv, operator.pow, operator.mod]
+)
+def test_binary_operators_both_ways(op):
+    check_grads(lambda a, b: op(a, b), A, B)  # node op node
+    check_grads(lambda a: op(a, B), A)  # node op ndarray
+    check_grads(lambda b: op(A, b), B)  # ndarray op node: NumPy defers to the node
+    check_grads(lambda a: op(a, 1.3), A)  # node op float
+    check_grads(lambda a: op(1.3, a), A)  # float op node
+
+
+def test_matmul_both_ways_and_unary_operators():
+    M = rng.standard_normal((4, 2))
+    check_grads(lambda a, m: a @ m, A, M)
+    check_grads(lambda m: A @ m, M)
+    check_grads(lambda a: a @ M, A)
+    check_grads(lambda a: -a + (+a) * abs(a - 1.0), A)
+
+
+def test_floor_division_is_piecewise_constant():
+    assert grad(lambda x: x // 0.3 + x)(1.0) == (1.0,)
+
+
+def test_comparisons_are_plain_and_drive_control_flow():
+    t = Tape()
+    x = Leaf(t, np.array([1.0, -2.0]))
+    for result in (x > 0, x >= 0, x < 0, x <= 0, x == 1.0, x != 1.0):
+        assert type(result) is np.ndarray and result.dtype == bool
+    assert len(t) == 1  # comparisons record nothing
+
+    def relu_sum(v):
+        return v if v > 0 else -0.5 * v
+
+    assert grad(relu_sum)(2.0) == (1.0,)
+    assert grad(relu_sum)(-2.0) == (-0.5,)
+
+
+def test_attributes_and_len():
+    t = Tape()
+    x = Leaf(t, np.zeros((3, 4), dtype=np.float32))
+    assert x.shape == (3, 4) and x.ndim == 2 and x.size == 12 and x.dtype == np.float32
+    assert len(x) == 3
+    assert x.T.shape == (4, 3) and t[-1].f is np.transpose
+    s = Leaf(t, 2.5)
+    assert s.shape == () and s.ndim == 0 and s.size == 1 and s.dtype == np.float64
+    with pytest.raises(TypeError):
+        len(s)
+    assert [r.shape for r in x] == [(4,)] * 3  # iteration yields recorded rows
+
+
+METHODS = {
+    "sum": (lambda x: x.sum(axis=0), np.sum),
+    "mean": (lambda x: x.mean(1), np.mean),
+    "max": (lambda x: x.max(), np.max),
+    "min": (lambda x: x.min(axis=1), np.min),
+    "prod": (lambda x: x.prod(), np.prod),
+    "reshape": (lambda x: x.reshape(4, 3), np.reshape),
+    "reshape-tuple": (lambda x: x.reshape((2, 6)), np.reshape),
+    "transpose": (lambda x: x.transpose(1, 0), np.transpose),
+    "dot": (lambda x: x.dot(B), np.dot),
+    "ravel": (lambda x: x.ravel(), np.ravel),
+    "squeeze": (lambda x: x.reshape(1, 3, 4).squeeze(), np.squeeze),
+    "clip": (lambda x: x.clip(0.7, 1.2), np.clip),
+    "cumsum": (lambda x: x.cumsum(axis=1), np.cumsum),
+}
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_methods_are_recorded_as_the_numpy_function(name):
+    method, f = METHODS[name]
+    t = Tape()
+    method(Leaf(t, A))
+    assert t[-1].f is f
+    check_grads(method, A)
+
+
+def test_astype_keeps_gradients_in_the_input_dtype():
+    x = np.array([1.0, 2.0], dtype=np.float32)
+    (g,) = grad(lambda x: np.sum(x.astype(np.float64) ** 2))(x)
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, 2 * x)
+
+
+def test_indexing_is_recorded_and_scatters_back():
+    check_grads(lambda x: x[1], A)
+    check_grads(lambda x: x[:, ::2], A)
+    check_grads(lambda x: x[np.array([0, 0, 2])], A)
+    check_grads(lambda x: x[x > 1.0], A)
+    check_grads(lambda x: x[..., 1:3][0], A)
+
+
+def test_setitem_explains_the_functional_alternative():
+    t = Tape()
+    x = Leaf(t, np.zeros(3))
+    with pytest.raises(TypeError, match="immutable.*np.where"):
+        x[0] = 1.0
+
+
+@pytest.mark.parametrize(
+    "convert",
+    [np.asarray, np.array, float, int, math.sin, math.exp, lambda n: np.array([n, n]),
+     lambda n: n.item()],
+    ids=["asarray", "array", "float", "int", "math.sin", "math.exp", "array-of-nodes", "item"],
+)
+def test_turning_a_node_into_a_constant_is_a_clear_type_error(convert):
+    t = Tape()
+    x = Leaf(t, 0.5)
+    with pytest.raises(TypeError, match="gradient"):
+        convert(x)
+
+
+def test_storing_a_node_into_an_ndarray_explains_itself():
+    t = Tape()
+    x = Leaf(t, 0.5)
+    a = np.zeros(3)
+    # NumPy reports element assignment as a ValueError; the node's TypeError is its cause
+    with pytest.raises((TypeError, ValueError)) as info:
+        a[0] = x
+    error = info.value if isinstance(info.value, TypeError) else info.value.__cause__
+    assert isinstance(error, TypeError) and "np.stack" in str(error)
+    with pytest.raises(TypeError, match="np.stack"):
+        a[:] = Leaf(t, np.ones(3))
+    np.testing.assert_array_equal(a, 0.0)
+
+
+def test_bool_of_a_node_is_the_truth_of_its_value():
+    t = Tape()
+    assert Leaf(t, 1.0) and not Leaf(t, 0.0)

@@ -1,0 +1,82 @@
+"""The reverse pass: a loop, skipping what does not reach the output, accumulating safely."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from tape import Leaf, Tape, grad, primitive, propagate, reverse_tape, sensitivity
+
+
+def test_records_that_do_not_reach_the_output_are_skipped():
+    calls = []
+
+    @primitive
+    def watched(x):
+        return x + 1.0
+
+    sensitivity(watched, 0)(lambda y, ybar, x: calls.append(1) or ybar)
+    t = Tape()
+    x = Leaf(t, 1.0)
+    unused = watched(x) * 3.0  # noqa: F841
+    y = x * 2.0
+    rt = propagate(t, reverse_tape(y))
+    assert rt[x] == 2.0 and not calls
+    assert rt[1] is None and rt[2] is None  # never reached: unset
+
+
+def test_a_100000_record_tape_propagates_with_the_default_recursion_limit():
+    assert sys.getrecursionlimit() <= 10_000
+    t = Tape()
+    x = Leaf(t, 0.5)
+    y = x
+    for _ in range(50_000):
+        y = y * 1.00001 + 0.0  # two records a step
+    assert len(t) == 100_001
+    rt = propagate(t, reverse_tape(y))
+    assert rt[x] == pytest.approx(1.00001**50_000, rel=1e-9)
+
+
+def test_fan_out_accumulates_and_never_mutates_the_seed_or_shared_adjoints():
+    t = Tape()
+    x = Leaf(t, np.array([1.0, 2.0]))
+    a = x + 0.0
+    y = a + a + a * 2.0  # a's slot gets the same ybar array twice, then more
+    seed = np.array([1.0, 10.0])
+    rt = propagate(t, reverse_tape(y, seed))
+    np.testing.assert_array_equal(rt[x], [4.0, 40.0])
+    np.testing.assert_array_equal(seed, [1.0, 10.0])  # the user's seed is untouched
+    np.testing.assert_array_equal(rt[y], [1.0, 10.0])
+
+
+def test_broadcasting_is_undone_to_each_input_shape():
+    gx, gb, gs = grad(lambda x, b, s: np.sum(x * b + s))(np.ones((2, 3)), np.ones((1, 3)), 1.0)
+    assert gx.shape == (2, 3) and gb.shape == (1, 3) and type(gs) is float
+    np.testing.assert_array_equal(gb, [[2.0, 2.0, 2.0]])
+    assert gs == 6.0
+
+
+def test_seed_and_tape_mismatches_are_errors():
+    t = Tape()
+    x = Leaf(t, np.ones(3))
+    y = x * 2.0
+    with pytest.raises(ValueError, match="shape"):
+        reverse_tape(y, 1.0)
+    with pytest.raises(TypeError, match="node"):
+        reverse_tape(np.ones(3))
+    rt = reverse_tape(y, np.ones(3))
+    with pytest.raises(ValueError, match="another tape"):
+        propagate(Tape(), rt)
+    y * 3.0  # the tape grew after the reverse tape was made
+    with pytest.raises(ValueError, match="after recording"):
+        propagate(t, rt)
+
+
+def test_reverse_tape_indexing():
+    t = Tape()
+    x = Leaf(t, 3.0)
+    y = x * x
+    rt = propagate(t, reverse_tape(y))
+    assert rt[x] == rt[0] == 6.0 and len(rt) == 2 and list(rt) == [6.0, 1.0]
+    with pytest.raises(KeyError):
+        rt[Leaf(Tape(), 1.0)]
