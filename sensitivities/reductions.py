@@ -128,8 +128,9 @@ def _cumprod_rule(y, ybar, x, axis=None, dtype=None, out=None):
     # d y_j / d x_i = prod_{k <= j, k != i} x_k: one row per i with x_i replaced by 1,
     # scanned, and kept for j >= i. Quadratic in the scan length, so only used with zeros.
     xs = np.moveaxis(x_scanned, axis, -1)
-    n = np.shape(xs)[-1]
-    rows = np.cumprod(np.where(np.eye(n, dtype=bool), 1.0, xs[..., None, :]), axis=-1)
+    rows = xs[..., None, :] * np.ones_like(xs[..., :, None])  # row i is a copy of x
+    diagonal = np.triu(np.tril(np.ones_like(rows, dtype=bool)))
+    rows = np.cumprod(np.where(diagonal, 1.0, rows), axis=-1)
     g = np.sum(np.triu(rows) * np.moveaxis(ybar, axis, -1)[..., None, :], axis=-1)
     return np.reshape(np.moveaxis(g, -1, axis), np.shape(x))
 
@@ -137,8 +138,7 @@ def _cumprod_rule(y, ybar, x, axis=None, dtype=None, out=None):
 def _cumextremum_rule(y, ybar, x, axis=0, dtype=None, out=None):
     # ybar_j goes to the elements i <= j equal to the running extremum y_j, shared if tied
     xs, ys, gs = (np.moveaxis(v, axis, -1) for v in (x, y, ybar))
-    n = np.shape(xs)[-1]
-    hits = np.equal(xs[..., :, None], ys[..., None, :]) & np.triu(np.ones((n, n), dtype=bool))
+    hits = np.triu(np.equal(xs[..., :, None], ys[..., None, :]))
     share = hits / np.sum(hits, axis=-2, keepdims=True)
     return np.moveaxis(np.sum(share * gs[..., None, :], axis=-1), -1, axis)
 
