@@ -2,7 +2,7 @@
 and the registry they are kept in. Plain NumPy only: this package never imports ``tape``.
 """
 
-from . import elementwise, linalg, reductions, shape, special  # noqa: F401  (registers the rules)
+from . import elementwise, fft, linalg, reductions, shape, special, stats  # noqa: F401  (registers)
 from .registry import (
     implementation,
     lookup,

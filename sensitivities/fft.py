@@ -1,0 +1,1 @@
+"""Sensitivities of the discrete Fourier transforms in ``numpy.fft``."""

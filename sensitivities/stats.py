@@ -1,0 +1,1 @@
+"""Sensitivities of statistics helpers: covariance, polynomials, integration, convolution."""
