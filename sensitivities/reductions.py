@@ -1,8 +1,22 @@
-"""Sensitivities of reductions and scans: sum, mean, max, min, prod, cumsum, cumprod,
-and the ``reduce``/``accumulate`` methods of add, multiply, maximum and minimum.
+"""Sensitivities of reductions and scans: sums, means, products, extrema, variances,
+cumulative sums and products, their NaN-ignoring forms, quantiles and averages, and the
+``reduce``/``accumulate`` methods of add, multiply, maximum and minimum.
 
-Ties in max and min share the adjoint equally among the tied elements, as in autograd
-and JAX's ``jnp.max``.
+Conventions:
+
+- Ties in ``max``, ``min``, ``nanmax``, ``nanmin`` and the running extrema share the
+  adjoint equally among the tied elements, as in autograd and JAX's ``jnp.max``.
+- ``prod`` and ``cumprod`` divide, ``y / x``, on plain arrays without zeros; with zeros,
+  and when differentiated again, they take the products of the other factors without
+  dividing, which is exact at zeros and keeps second derivatives right at small ``x``.
+- NaN-ignoring reductions give NaN entries a zero gradient.
+- ``median``, ``quantile`` and ``percentile`` (and their NaN forms) are implementations:
+  a sort, a gather and a linear interpolation, so the gradient of a tied order statistic
+  goes to the element a stable sort puts in that place.
+- ``var`` and ``std`` have dedicated rules, ``2 (x - mean) / (n - ddof)`` and its
+  quotient by ``2 std``: one record instead of the five of a mean of squares, and the
+  same values. ``std`` of a constant slice has an infinite derivative; its gradient is NaN
+  there, as in autograd and JAX.
 """
 
 import numpy as np
@@ -32,58 +46,146 @@ def _kept_shape(shape, axes):
     return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
-def _masked(g, where):
-    return g if where is _NO_VALUE or where is True else np.where(where, g, 0.0)
+def _real_dtype(x):
+    dtype = np.result_type(x)
+    return dtype if dtype.kind in "fc" else np.dtype(np.float64)
 
 
-def _sum_rule(y, ybar, x, axis=None, dtype=None, out=None, keepdims=_NO_VALUE,
-              initial=_NO_VALUE, where=_NO_VALUE):  # fmt: skip
-    g = np.broadcast_to(expand_reduced(ybar, x, axis, keepdims), np.shape(x))
-    return _masked(g, where)
+def _given(where):
+    return where is not _NO_VALUE and where is not True
 
 
-def _mean_rule(y, ybar, x, axis=None, dtype=None, out=None, keepdims=_NO_VALUE, *,
-               where=_NO_VALUE):  # fmt: skip
-    shape = np.shape(x)
-    count = 1
-    for a in reduced_axes(axis, len(shape)):
-        count *= shape[a]
-    if where is not _NO_VALUE and where is not True:
-        count = np.sum(np.broadcast_to(where, shape), axis=axis, keepdims=True)
-    g = np.broadcast_to(expand_reduced(ybar, x, axis, keepdims) / count, shape)
-    return _masked(g, where)
+def _mask(x, where, nan):
+    """The elements a reduction takes part in: ``where``, less NaNs for the nan forms;
+    None for all of them."""
+    mask = np.broadcast_to(where, np.shape(x)) if _given(where) else None
+    if nan:
+        valid = ~np.isnan(x)
+        mask = valid if mask is None else mask & valid
+    return mask
 
 
-def _extremum_rule(y, ybar, x, axis=None, out=None, keepdims=_NO_VALUE,
-                   initial=_NO_VALUE, where=_NO_VALUE):  # fmt: skip
-    y = expand_reduced(y, x, axis, keepdims)
-    hits = np.equal(x, y)
-    if where is not _NO_VALUE and where is not True:
-        hits = hits & where
-    share = hits / np.sum(hits, axis=reduced_axes(axis, np.ndim(x)), keepdims=True)
-    return expand_reduced(ybar, x, axis, keepdims) * share
+def _masked(g, mask):
+    return g if mask is None else np.where(mask, g, np.zeros_like(g))
 
 
-def _prod_rule(y, ybar, x, axis=None, dtype=None, out=None, keepdims=_NO_VALUE,
-               initial=_NO_VALUE, where=_NO_VALUE):  # fmt: skip
-    axes = reduced_axes(axis, np.ndim(x))
-    ybar = expand_reduced(ybar, x, axis, keepdims)
-    zero = np.equal(x, 0)
-    if not np.any(zero):
-        return ybar * (expand_reduced(y, x, axis, keepdims) / x)
-    # With zeros, d prod / d x_i is the product of the others: nonzero only where x_i is
-    # the one zero of its slice, and then it is the product of the slice's nonzeros.
-    zeros = np.sum(zero, axis=axes, keepdims=True)
-    others = np.prod(np.where(zero, 1.0, x), axis=axes, keepdims=True)
-    safe = np.where(zero, 1.0, x)
-    return ybar * np.where(zero, np.where(zeros == 1, others, 0.0), others / safe * (zeros == 0))
+def _count(x, axis, mask):
+    """How many elements each reduced slice has, in ``x``'s float dtype (kept dims)."""
+    if mask is None:
+        shape = np.shape(x)
+        count = 1
+        for a in reduced_axes(axis, len(shape)):
+            count *= shape[a]
+        return count
+    return np.sum(mask, axis=reduced_axes(axis, np.ndim(x)), keepdims=True, dtype=_real_dtype(x))
 
 
-sensitivity(np.sum, 0)(_sum_rule)
-sensitivity(np.mean, 0)(_mean_rule)
+# -- sums and means ----------------------------------------------------------------------
+
+
+def _sum_rule(nan=False):
+    def rule(y, ybar, x, axis=None, dtype=None, out=None, keepdims=_NO_VALUE,
+             initial=_NO_VALUE, where=_NO_VALUE):  # fmt: skip
+        g = np.broadcast_to(expand_reduced(ybar, x, axis, keepdims), np.shape(x))
+        return _masked(g, _mask(x, where, nan))
+
+    return rule
+
+
+def _mean_rule(nan=False):
+    def rule(y, ybar, x, axis=None, dtype=None, out=None, keepdims=_NO_VALUE, *, where=_NO_VALUE):
+        mask = _mask(x, where, nan)
+        g = expand_reduced(ybar, x, axis, keepdims) / _count(x, axis, mask)
+        return _masked(np.broadcast_to(g, np.shape(x)), mask)
+
+    return rule
+
+
+sensitivity(np.sum, 0)(_sum_rule())
+sensitivity(np.nansum, 0)(_sum_rule(nan=True))
+sensitivity(np.mean, 0)(_mean_rule())
+sensitivity(np.nanmean, 0)(_mean_rule(nan=True))
+
+
+# -- extrema: ties share ---------------------------------------------------------------
+
+
+def _extremum_rule(nan=False):
+    def rule(
+        y, ybar, x, axis=None, out=None, keepdims=_NO_VALUE, initial=_NO_VALUE, where=_NO_VALUE
+    ):
+        hits = np.equal(x, expand_reduced(y, x, axis, keepdims))  # NaNs never hit
+        if _given(where):
+            hits = hits & where
+        # a slice whose extremum is `initial` (or all NaN) has no hits and no gradient
+        count = np.sum(
+            hits, axis=reduced_axes(axis, np.ndim(x)), keepdims=True, dtype=_real_dtype(x)
+        )
+        return expand_reduced(ybar, x, axis, keepdims) * (hits / np.maximum(count, 1))
+
+    return rule
+
+
 for _f in (np.max, np.amax, np.min, np.amin):
-    sensitivity(_f, 0)(_extremum_rule)
-sensitivity(np.prod, 0)(_prod_rule)
+    sensitivity(_f, 0)(_extremum_rule())
+for _f in (np.nanmax, np.nanmin):
+    sensitivity(_f, 0)(_extremum_rule(nan=True))
+
+
+@implementation(np.ptp)
+def _ptp(a, axis=None, out=None, keepdims=_NO_VALUE):
+    keep = {} if keepdims is _NO_VALUE else {"keepdims": keepdims}
+    return np.max(a, axis=axis, **keep) - np.min(a, axis=axis, **keep)
+
+
+# -- products ---------------------------------------------------------------------------
+
+
+def _prod_rule(nan=False):
+    def rule(y, ybar, x, axis=None, dtype=None, out=None, keepdims=_NO_VALUE,
+             initial=_NO_VALUE, where=_NO_VALUE):  # fmt: skip
+        mask = _mask(x, where, nan)
+        if mask is not None:
+            x = np.where(mask, x, np.ones_like(x))  # excluded elements are factors of 1
+        g = _prod_gradient(
+            x, expand_reduced(y, x, axis, keepdims), reduced_axes(axis, np.ndim(x)), initial
+        )
+        return _masked(expand_reduced(ybar, x, axis, keepdims) * g, mask)
+
+    return rule
+
+
+def _divides(x):
+    """Whether to take the products of the other factors as ``y / x``: fast, and exact to
+    first order where no ``x`` is zero, but its own derivative (terms in ``y / x**2`` that
+    cancel) loses every digit at small ``x``. So only plain arrays without zeros divide;
+    anything else (a node of an outer tape, differentiating again) takes the products."""
+    plain = isinstance(x, (np.ndarray, np.generic, float, int, complex))
+    return plain and not np.any(np.equal(x, 0))
+
+
+def _prod_gradient(x, y, axes, initial=_NO_VALUE):
+    """d prod(x) / d x over ``axes``, with ``y`` the product (kept dims)."""
+    if _divides(x):
+        return y / x
+    # Otherwise d prod / d x_i is the product of the others, taken without dividing: the
+    # products of the elements before and after each (the reduced axes moved last and
+    # flattened). Its own derivative is then right too.
+    kept = [i for i in range(np.ndim(x)) if i not in axes]
+    order = kept + list(axes)
+    moved = x if order == sorted(order) else np.transpose(x, order)
+    flat = np.reshape(moved, [np.shape(x)[i] for i in kept] + [-1])
+    ones = np.ones_like(flat[..., :1])
+    before = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    after = np.cumprod(np.concatenate([ones, np.flip(flat, -1)[..., :-1]], axis=-1), axis=-1)
+    g = np.reshape(before * np.flip(after, -1), np.shape(moved))
+    if initial is not _NO_VALUE:
+        g = g * initial
+    return g if moved is x else np.transpose(g, np.argsort(order))
+
+
+sensitivity(np.prod, 0)(_prod_rule())
+sensitivity(np.nanprod, 0)(_prod_rule(nan=True))
 
 
 # ufunc.reduce takes axis=0 by default; otherwise these are the rules above.
@@ -94,14 +196,50 @@ def _axis0(rule):
     return reduce_rule
 
 
-sensitivity(np.add.reduce, 0)(_axis0(_sum_rule))
-sensitivity(np.multiply.reduce, 0)(_axis0(_prod_rule))
+sensitivity(np.add.reduce, 0)(_axis0(_sum_rule()))
+sensitivity(np.multiply.reduce, 0)(_axis0(_prod_rule()))
 
 
 @sensitivity(np.maximum.reduce, 0)
 @sensitivity(np.minimum.reduce, 0)
 def _(y, ybar, x, axis=0, dtype=None, out=None, keepdims=False, initial=_NO_VALUE, where=True):
-    return _extremum_rule(y, ybar, x, axis, None, keepdims, initial, where)
+    return _extremum_rule()(y, ybar, x, axis, None, keepdims, initial, where)
+
+
+# -- variance and standard deviation -----------------------------------------------------
+
+
+def _centred(x, axis, ddof, mask, mean=_NO_VALUE):
+    """``(x - mean) / (n - ddof)`` over ``axis``, zero where ``mask`` excludes."""
+    count = _count(x, axis, mask)
+    axes = reduced_axes(axis, np.ndim(x))
+    if mean is not _NO_VALUE:
+        m = mean
+    elif mask is None:
+        m = np.mean(x, axis=axes, keepdims=True)
+    else:
+        m = np.sum(np.where(mask, x, np.zeros_like(x)), axis=axes, keepdims=True) / count
+    return _masked((x - m) / (count - ddof), mask)
+
+
+def _var_rule(nan=False, std=False):
+    def rule(y, ybar, x, axis=None, dtype=None, out=None, ddof=0, keepdims=_NO_VALUE, *,
+             where=_NO_VALUE, mean=_NO_VALUE, correction=_NO_VALUE):  # fmt: skip
+        if correction is not _NO_VALUE:
+            ddof = correction
+        g = _centred(x, axis, ddof, _mask(x, where, nan), mean)
+        ybar = expand_reduced(ybar, x, axis, keepdims)
+        if std:
+            return ybar * g / expand_reduced(y, x, axis, keepdims)
+        return ybar * 2 * g
+
+    return rule
+
+
+sensitivity(np.var, 0)(_var_rule())
+sensitivity(np.std, 0)(_var_rule(std=True))
+sensitivity(np.nanvar, 0)(_var_rule(nan=True))
+sensitivity(np.nanstd, 0)(_var_rule(nan=True, std=True))
 
 
 # -- scans -----------------------------------------------------------------------------
@@ -116,59 +254,190 @@ def reverse_cumsum(g, axis):
     return np.flip(np.cumsum(np.flip(g, axis), axis), axis)
 
 
-def _cumsum_rule(y, ybar, x, axis=None, dtype=None, out=None):
-    x_scanned, axis = _scan_axis(x, axis)
-    return np.reshape(reverse_cumsum(ybar, axis), np.shape(x))
+def _cumsum_rule(nan=False):
+    def rule(y, ybar, x, axis=None, dtype=None, out=None):
+        # over axis=None, y and ybar are already flat
+        g = reverse_cumsum(ybar, 0 if axis is None else axis)
+        return _masked(np.reshape(g, np.shape(x)), _mask(x, _NO_VALUE, nan))
+
+    return rule
 
 
-def _cumprod_rule(y, ybar, x, axis=None, dtype=None, out=None):
-    x_scanned, axis = _scan_axis(x, axis)
-    if not np.any(np.equal(x_scanned, 0)):
-        return np.reshape(reverse_cumsum(ybar * y, axis) / x_scanned, np.shape(x))
+def _cumprod_rule(nan=False):
+    def rule(y, ybar, x, axis=None, dtype=None, out=None):
+        mask = _mask(x, _NO_VALUE, nan)
+        if mask is not None:
+            x = np.where(mask, x, np.ones_like(x))
+        x_scanned, axis = _scan_axis(x, axis)
+        return _masked(np.reshape(_cumprod_gradient(x_scanned, y, ybar, axis), np.shape(x)), mask)
+
+    return rule
+
+
+def _cumprod_gradient(x, y, ybar, axis):
+    if _divides(x):
+        return reverse_cumsum(ybar * y, axis) / x
     # d y_j / d x_i = prod_{k <= j, k != i} x_k: one row per i with x_i replaced by 1,
-    # scanned, and kept for j >= i. Quadratic in the scan length, so only used with zeros.
-    xs = np.moveaxis(x_scanned, axis, -1)
+    # scanned, and kept for j >= i. Quadratic in the scan length, so only used where
+    # dividing will not do.
+    xs = np.moveaxis(x, axis, -1)
     rows = xs[..., None, :] * np.ones_like(xs[..., :, None])  # row i is a copy of x
     diagonal = np.triu(np.tril(np.ones_like(rows, dtype=bool)))
-    rows = np.cumprod(np.where(diagonal, 1.0, rows), axis=-1)
+    rows = np.cumprod(np.where(diagonal, np.ones_like(rows), rows), axis=-1)
     g = np.sum(np.triu(rows) * np.moveaxis(ybar, axis, -1)[..., None, :], axis=-1)
-    return np.reshape(np.moveaxis(g, -1, axis), np.shape(x))
+    return np.moveaxis(g, -1, axis)
 
 
 def _cumextremum_rule(y, ybar, x, axis=0, dtype=None, out=None):
     # ybar_j goes to the elements i <= j equal to the running extremum y_j, shared if tied
     xs, ys, gs = (np.moveaxis(v, axis, -1) for v in (x, y, ybar))
     hits = np.triu(np.equal(xs[..., :, None], ys[..., None, :]))
-    share = hits / np.sum(hits, axis=-2, keepdims=True)
+    share = hits / np.sum(hits, axis=-2, keepdims=True, dtype=_real_dtype(x))
     return np.moveaxis(np.sum(share * gs[..., None, :], axis=-1), -1, axis)
 
 
-sensitivity(np.cumsum, 0)(_cumsum_rule)
-sensitivity(np.cumprod, 0)(_cumprod_rule)
-sensitivity(np.add.accumulate, 0)(_axis0(_cumsum_rule))
-sensitivity(np.multiply.accumulate, 0)(_axis0(_cumprod_rule))
+sensitivity(np.cumsum, 0)(_cumsum_rule())
+sensitivity(np.nancumsum, 0)(_cumsum_rule(nan=True))
+sensitivity(np.cumprod, 0)(_cumprod_rule())
+sensitivity(np.nancumprod, 0)(_cumprod_rule(nan=True))
+sensitivity(np.add.accumulate, 0)(_axis0(_cumsum_rule()))
+sensitivity(np.multiply.accumulate, 0)(_axis0(_cumprod_rule()))
 sensitivity(np.maximum.accumulate, 0)(_cumextremum_rule)
 sensitivity(np.minimum.accumulate, 0)(_cumextremum_rule)
 
 
-# -- variance and standard deviation, entered as means of squares ------------------------
+def _without_initial(v, axis, include_initial):
+    """A ``cumulative_*`` result (or its adjoint) less the leading initial value."""
+    if not include_initial:
+        return v
+    return v[(slice(None),) * axis + (slice(1, None),)]
 
 
-@implementation(np.var)
-def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=_NO_VALUE,
-         mean=_NO_VALUE, correction=_NO_VALUE):  # fmt: skip
-    if where is not _NO_VALUE or mean is not _NO_VALUE:
-        raise NotImplementedError("np.var with where= or mean= is not differentiable yet")
-    if correction is not _NO_VALUE:
-        ddof = correction
-    shape = np.shape(a)
-    count = 1
-    for i in reduced_axes(axis, len(shape)):
-        count *= shape[i]
-    centred = a - np.mean(a, axis=axis, keepdims=True)
-    return np.sum(centred * centred, axis=axis, keepdims=keepdims) / (count - ddof)
+@sensitivity(np.cumulative_sum, 0)
+def _(y, ybar, x, *, axis=None, dtype=None, out=None, include_initial=False):
+    axis = 0 if axis is None else axis % np.ndim(x)
+    return reverse_cumsum(_without_initial(ybar, axis, include_initial), axis)
 
 
-@implementation(np.std)
-def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
-    return np.sqrt(_var(a, axis, dtype, out, ddof, keepdims, **kwargs))
+@sensitivity(np.cumulative_prod, 0)
+def _(y, ybar, x, *, axis=None, dtype=None, out=None, include_initial=False):
+    axis = 0 if axis is None else axis % np.ndim(x)
+    y, ybar = (_without_initial(v, axis, include_initial) for v in (y, ybar))
+    return _cumprod_gradient(x, y, ybar, axis)
+
+
+# -- order statistics: implementations over a sort ---------------------------------------
+
+_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(a, q, axis, method, keepdims, nan):
+    """The ``method`` quantiles ``q`` (in [0, 1]) of ``a`` over ``axis``: the reduced axes
+    moved last and flattened, sorted (NaNs last), and two order statistics interpolated."""
+    if method not in _QUANTILE_METHODS:
+        raise NotImplementedError(
+            f"quantiles of nodes support method in {_QUANTILE_METHODS}, got {method!r}"
+        )
+    q = np.asarray(q)
+    if np.any((q < 0) | (q > 1)):
+        raise ValueError("Quantiles must be in the range [0, 1]")
+    shape, ndim = np.shape(a), np.ndim(a)
+    axes = reduced_axes(axis, ndim)
+    kept = [i for i in range(ndim) if i not in axes]
+    order = kept + list(axes)
+    moved = a if order == sorted(order) else np.transpose(a, order)
+    flat = np.reshape(moved, [shape[i] for i in kept] + [-1])
+    s = np.sort(flat, axis=-1)
+    count = np.sum(~np.isnan(flat), axis=-1) if nan else np.shape(s)[-1]
+    pos = np.reshape(q, np.shape(q) + (1,) * len(kept)) * (np.asarray(count) - 1)
+    lo = np.floor(pos)
+    frac = pos - lo
+    if method == "lower":
+        frac = np.zeros_like(frac)
+    elif method == "higher":
+        frac = np.ceil(frac)
+    elif method == "nearest":
+        frac = np.around(pos) - lo
+    elif method == "midpoint":
+        frac = np.where(frac > 0, 0.5, 0.0)
+    last = max(np.shape(s)[-1] - 1, 0)
+    lo = np.clip(lo, 0, last).astype(np.intp)
+    hi = np.clip(lo + (frac > 0), 0, last)
+    s = np.reshape(s, (1,) * np.ndim(q) + np.shape(s))
+    at_lo = np.take_along_axis(s, lo[..., None], axis=-1)[..., 0]
+    at_hi = np.take_along_axis(s, hi[..., None], axis=-1)[..., 0]
+    frac = frac.astype(_real_dtype(a))
+    out = at_lo + (at_hi - at_lo) * frac if np.any(frac) else at_lo
+    if keepdims:
+        out = np.reshape(out, np.shape(q) + _kept_shape(shape, axes))
+    return out
+
+
+def _no_out(name, out, weights=None):
+    if out is not None:
+        raise TypeError(f"np.{name}(..., out=...) cannot be recorded; use the returned value")
+    if weights is not None:
+        raise NotImplementedError(f"np.{name} with weights is not differentiable yet")
+
+
+def _quantile_impl(name, nan, scale):
+    def impl(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False,
+             *, weights=None):  # fmt: skip
+        _no_out(name, out, weights)
+        return _quantile(a, np.true_divide(q, scale), axis, method, keepdims, nan)
+
+    impl.__name__ = name
+    return impl
+
+
+def _median_impl(name, nan):
+    def impl(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+        _no_out(name, out)
+        return _quantile(a, 0.5, axis, "linear", keepdims, nan)
+
+    impl.__name__ = name
+    return impl
+
+
+for _name, _nan in (("quantile", False), ("nanquantile", True)):
+    implementation(getattr(np, _name))(_quantile_impl(_name, _nan, 1))
+for _name, _nan in (("percentile", False), ("nanpercentile", True)):
+    implementation(getattr(np, _name))(_quantile_impl(_name, _nan, 100))
+implementation(np.median)(_median_impl("median", False))
+implementation(np.nanmedian)(_median_impl("nanmedian", True))
+
+
+# -- weighted average: an implementation, so that the weights are differentiable too ------
+
+
+@implementation(np.average)
+def _average(a, axis=None, weights=None, returned=False, *, keepdims=_NO_VALUE):
+    keep = keepdims is True
+    if weights is None:
+        avg = np.mean(a, axis=axis, keepdims=keep)
+        scale = np.asarray(np.size(a) / max(np.size(avg), 1), dtype=_real_dtype(a))
+    else:
+        w = _weights_like(weights, a, axis)
+        w = np.broadcast_to(w, np.shape(a))
+        scale = np.sum(w, axis=axis, keepdims=keep)
+        avg = np.sum(a * w, axis=axis, keepdims=keep) / scale
+    if returned:
+        return avg, np.broadcast_to(scale, np.shape(avg))
+    return avg
+
+
+def _weights_like(w, a, axis):
+    """Weights laid out to broadcast against ``a``: NumPy accepts ``a``'s shape, or the
+    shape of the reduced axes in the order ``axis`` names them."""
+    if np.shape(w) == np.shape(a):
+        return w
+    if axis is None:
+        raise TypeError("np.average: axis must be specified when shapes of a and weights differ")
+    axis = axis if isinstance(axis, tuple) else (axis,)
+    axis = tuple(ax % np.ndim(a) for ax in axis)
+    if np.shape(w) != tuple(np.shape(a)[ax] for ax in axis):
+        raise ValueError(
+            "np.average: shape of weights must be consistent with shape of a along axis"
+        )
+    w = np.transpose(w, np.argsort(axis)) if len(axis) > 1 else w
+    return np.reshape(w, tuple(n if i in axis else 1 for i, n in enumerate(np.shape(a))))

@@ -29,6 +29,8 @@ __all__ = [
     "nondifferentiable",
     "implementation",
     "primitive",
+    "pushforward",
+    "pushforward_of",
     "Rules",
     "lookup",
     "implementation_of",
@@ -93,6 +95,9 @@ class Rules:
 
 _registry: dict[Any, Rules] = {}
 _implementations: dict[Any, Callable] = {}
+# Kept apart from ``_registry``: a pushforward alone does not make a function
+# differentiable (recording needs a sensitivity), and must not stop it being entered.
+_pushforwards: dict[Any, dict[int, Callable]] = {}
 
 
 def _value_type(v: Any) -> type:
@@ -201,6 +206,23 @@ def preprocess(f: Any) -> Callable[[Callable], Callable]:
     are called, and its result is handed to each rule as the keyword argument ``pre``:
     ``rule(y, ybar, *args, pre=..., **kwargs)``. Use it for a factorisation, an
     inverse or a softmax that several arguments' rules need.
+
+    >>> import numpy as np
+    >>> from tape import grad, preprocess, primitive, sensitivity
+    >>> @primitive
+    ... def normalise(x, s):
+    ...     return s * x / np.sqrt(np.sum(x ** 2))
+    >>> @preprocess(normalise)
+    ... def _(y, ybar, x, s):
+    ...     return np.sqrt(np.sum(x ** 2))  # the norm, once for both rules
+    >>> @sensitivity(normalise, 0)
+    ... def _(y, ybar, x, s, pre):
+    ...     return (s * ybar - y * np.sum(ybar * y) / s) / pre
+    >>> @sensitivity(normalise, 1)
+    ... def _(y, ybar, x, s, pre):
+    ...     return np.sum(ybar * y) / s
+    >>> grad(lambda x, s: normalise(x, s)[0])(np.array([3.0, 4.0]), 2.0)
+    (array([ 0.256, -0.192]), 0.6)
     """
 
     def register(pre: Callable) -> Callable:
@@ -215,10 +237,60 @@ def nondifferentiable(*fs: Any) -> None:
 
     Called on nodes, they compute on the plain values and return plain results: a
     constant, so that control flow and indexing work, and zero gradient.
+
+    >>> import numpy as np
+    >>> from tape import grad, nondifferentiable, primitive
+    >>> @primitive
+    ... def rounded(x):
+    ...     return np.round(x)
+    >>> nondifferentiable(rounded)
+    >>> grad(lambda x: np.sum(x * rounded(x)))(np.array([0.4, 2.6]))
+    (array([0., 3.]),)
     """
     module = sys._getframe(1).f_globals.get("__name__", "")
     for f in fs:
         _rules_for(f, module).nondiff = True
+
+
+def pushforward(f: Any, argnum: int) -> Callable[[Callable], Callable]:
+    """Register the forward-mode rule of argument ``argnum`` of ``f``.
+
+    ``rule(y, xdot, *args, **kwargs) -> ydot`` maps the tangent ``xdot`` of
+    ``args[argnum]`` to its contribution to the tangent of ``y = f(*args, **kwargs)``.
+    Tangents carry a leading axis of directions: ``xdot`` has shape
+    ``(k,) + np.shape(args[argnum])`` and the result ``(k,) + np.shape(y)`` (or one that
+    broadcasts to it). For a list or tuple argument, ``xdot`` is a list with one tangent
+    per element, ``None`` for a constant one. The rule may return ``None`` for no
+    contribution, or ``NotImplemented`` to hand this call to the derived rule.
+
+    A function with a sensitivity but no pushforward still has one: forward mode derives
+    it from the sensitivity. Register one where that is too slow.
+
+    >>> import numpy as np
+    >>> def cube(x):
+    ...     return x ** 3
+    >>> @pushforward(cube, 0)
+    ... def _(y, xdot, x):
+    ...     return xdot * 3 * x ** 2
+    >>> pushforward_of(cube, 0) is _
+    True
+    """
+    if not isinstance(argnum, int) or isinstance(argnum, bool) or argnum < 0:
+        raise TypeError(f"argnum must be a non-negative int, got {argnum!r}")
+
+    def register(rule: Callable) -> Callable:
+        if not callable(rule):
+            raise TypeError(f"a pushforward must be callable, got {rule!r}")
+        _pushforwards.setdefault(f, {})[argnum] = rule
+        return rule
+
+    return register
+
+
+def pushforward_of(f: Any, argnum: int) -> Callable | None:
+    """The pushforward registered for argument ``argnum`` of ``f``, or None."""
+    rules = _pushforwards.get(f)
+    return None if rules is None else rules.get(argnum)
 
 
 def implementation(f: Any) -> Callable[[Callable], Callable]:
@@ -226,6 +298,24 @@ def implementation(f: Any) -> Callable[[Callable], Callable]:
 
     When ``f`` meets a node, the registered function is called instead of NumPy's own,
     and its inner calls are recorded one by one: the fall-through, made explicit.
+    This is how the statistics family gives ``np.polyval``, whose NumPy code converts its
+    inputs to ndarrays, Horner's scheme::
+
+        @implementation(np.polyval)
+        def _polyval(p, x):
+            y = np.zeros_like(x)
+            for i in range(len(p)):
+                y = y * x + p[i]
+            return y
+
+    >>> import numpy as np
+    >>> from tape import Tape, Leaf, grad
+    >>> grad(lambda p: np.polyval(p, 2.0))(np.array([1.0, 0.0, 0.0]))  # of 4 p0 + 2 p1 + p2
+    (array([4., 2., 1.]),)
+    >>> t = Tape()
+    >>> y = np.polyval(Leaf(t, np.array([1.0, 0.0, 0.0])), 2.0)
+    >>> len(t) > 2  # entered: the calls inside are on the tape, not one polyval record
+    True
     """
 
     def register(impl: Callable) -> Callable:

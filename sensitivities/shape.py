@@ -2,14 +2,30 @@
 
 Indexing scatters the adjoint back with ``np.add.at``, so repeated indices accumulate.
 The scatter is itself a function with a sensitivity (a gather), which keeps indexing
-differentiable to any order.
+differentiable to any order; ``take``, ``repeat`` with per-element counts, ``pad`` and
+``diagonal`` send their adjoints back through it too.
+
+``pad`` in the modes that copy elements (constant, edge, reflect, symmetric, wrap) is one
+record whose adjoint gathers the adjoints of every copy; in the modes that pad with a
+statistic or a ramp (maximum, minimum, mean, median, linear_ramp) it is entered as the
+NumPy calls that compute them. Other modes raise in the forward pass.
+
+Functions that return several arrays (``split`` and its kin, ``unstack``,
+``broadcast_arrays``, ``meshgrid``, ``atleast_*d`` of several arrays) are
+implementations: each piece is its own record (a slice, a reshape, a broadcast). So are
+the functions NumPy writes as a join, a slice or a flip of others (``hstack``, ``block``,
+``append``, ``diff``, ``fliplr``, ``trace``, ``resize``...), and ``insert`` and ``delete``,
+which let NumPy itself move element numbers around and then gather by them.
+
+``sort`` and ``partition`` send each adjoint to the element a stable sort puts in that
+place, so tied elements do not share.
 """
 
 import operator
 
 import numpy as np
 
-from .registry import nondifferentiable, primitive, sensitivity
+from .registry import implementation, nondifferentiable, primitive, sensitivity
 
 
 @primitive
@@ -28,16 +44,46 @@ def _(y, ybar, x, dtype):
     return astype(ybar, target)
 
 
+def _template(x, flat=False):
+    """A plain array with ``x``'s shape (flattened if ``flat``) and dtype, to hand
+    ``scatter_add`` as the shape of its result: ``x`` itself may be a node of an outer
+    tape, where passing it would record work that carries no gradient."""
+    like = np.empty_like(x)
+    return like.reshape(-1) if flat else like
+
+
+# -- reshaping and transposing: the adjoint goes back through the inverse map ------------
+
+
+def _order(order, a):
+    """The index order ``order`` meant for ``a``: "A" and "K" follow its memory layout."""
+    if order in ("A", "K"):
+        flags = getattr(a, "flags", None)  # a node of an outer tape has none: read as "C"
+        return "F" if flags is not None and flags.f_contiguous and not flags.c_contiguous else "C"
+    return order
+
+
+@sensitivity(np.reshape, 0)
+def _(y, ybar, a, shape=None, order="C", *, copy=None, newshape=None):
+    return np.reshape(ybar, np.shape(a), order=_order(order, a))
+
+
+@sensitivity(np.ravel, 0)
+def _(y, ybar, a, order="C"):
+    return np.reshape(ybar, np.shape(a), order=_order(order, a))
+
+
 def _back_to_shape(y, ybar, x, *args, **kwargs):
     return np.reshape(ybar, np.shape(x))
 
 
-for _f in (np.reshape, np.ravel, np.squeeze, np.expand_dims):
+for _f in (np.squeeze, np.expand_dims):
     sensitivity(_f, 0)(_back_to_shape)
 
 # broadcast_to's adjoint is its input's adjoint summed over the broadcast axes, which the
 # engine does for every rule.
 sensitivity(np.broadcast_to, 0)(lambda y, ybar, x, *args, **kwargs: ybar)
+sensitivity(np.copy, 0)(lambda y, ybar, a, *args, **kwargs: ybar)
 
 
 @sensitivity(np.transpose, 0)
@@ -45,6 +91,11 @@ def _(y, ybar, x, axes=None):
     if axes is None:
         return np.transpose(ybar)
     return np.transpose(ybar, np.argsort([a % np.ndim(x) for a in axes]))
+
+
+@sensitivity(np.matrix_transpose, 0)
+def _(y, ybar, x):
+    return np.swapaxes(ybar, -1, -2)
 
 
 @sensitivity(np.swapaxes, 0)
@@ -57,9 +108,411 @@ def _(y, ybar, x, source, destination):
     return np.moveaxis(ybar, destination, source)
 
 
+def _atleast_shape(shape, n):
+    """The shape ``np.atleast_{n}d`` gives an array of ``shape``."""
+    if len(shape) >= n:
+        return shape
+    if n == 3 and len(shape) == 2:
+        return shape + (1,)
+    if n == 3:
+        return (1,) + (shape or (1,)) + (1,)
+    return (1,) * (n - len(shape)) + shape
+
+
+def _at_least(a, n):
+    return a if np.ndim(a) >= n else np.reshape(a, _atleast_shape(np.shape(a), n))
+
+
+def _atleast(n):
+    def impl(*arys):
+        out = tuple(_at_least(a, n) for a in arys)
+        return out[0] if len(out) == 1 else out
+
+    return impl
+
+
+for _n, _f in ((1, np.atleast_1d), (2, np.atleast_2d), (3, np.atleast_3d)):
+    implementation(_f)(_atleast(_n))
+
+
+@implementation(np.broadcast_arrays)
+def _(*args, subok=False):
+    shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+    return tuple(np.broadcast_to(a, shape) for a in args)
+
+
+@implementation(np.meshgrid)
+def _(*xi, copy=True, sparse=False, indexing="xy"):
+    n = len(xi)
+    grids = []
+    for i, x in enumerate(xi):
+        shape = [1] * n
+        shape[i] = -1
+        if indexing == "xy" and n > 1 and i < 2:
+            shape[0], shape[1] = shape[1], shape[0]
+        grids.append(np.reshape(x, shape))
+    return tuple(grids) if sparse else np.broadcast_arrays(*grids)
+
+
+# -- joining: the adjoint of each piece is its slice of the result's ----------------------
+
+
+def _slices(ybar, axis, sizes):
+    lead = (slice(None),) * axis
+    bounds = np.cumsum([0, *sizes])
+    return [ybar[lead + (slice(int(a), int(b)),)] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+@sensitivity(np.concatenate, 0)
+def _(y, ybar, arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    if axis is None:
+        pieces = _slices(np.ravel(ybar), 0, [np.size(a) for a in arrays])
+        return [np.reshape(p, np.shape(a)) for p, a in zip(pieces, arrays)]
+    axis %= np.ndim(ybar)
+    return _slices(ybar, axis, [np.shape(a)[axis] for a in arrays])
+
+
+@sensitivity(np.stack, 0)
+def _(y, ybar, arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    lead = (slice(None),) * (axis % np.ndim(ybar))
+    return [ybar[lead + (i,)] for i in range(len(arrays))]
+
+
+def _concatenated(n, axis):
+    def impl(tup, *, dtype=None, casting="same_kind"):
+        arrays = [_at_least(a, n) for a in tup]
+        ax = 0 if n == 1 and np.ndim(arrays[0]) == 1 else axis  # hstack joins 1-d along 0
+        return np.concatenate(arrays, axis=ax, dtype=dtype, casting=casting)
+
+    return impl
+
+
+implementation(np.hstack)(_concatenated(1, 1))
+implementation(np.vstack)(_concatenated(2, 0))
+implementation(np.dstack)(lambda tup: _concatenated(3, 2)(tup))
+
+
+@implementation(np.column_stack)
+def _(tup):
+    columns = [np.reshape(a, (-1, 1)) if np.ndim(a) < 2 else a for a in tup]
+    return np.concatenate(columns, axis=1)
+
+
+@implementation(np.append)
+def _(arr, values, axis=None):
+    if axis is None:
+        return np.concatenate([np.ravel(arr), np.ravel(values)])
+    return np.concatenate([arr, values], axis=axis)
+
+
+@implementation(np.block)
+def _(arrays):
+    def depth(x):
+        return 1 + depth(x[0]) if isinstance(x, list) and x else int(isinstance(x, list))
+
+    def leaves(x):
+        return [b for a in x for b in leaves(a)] if isinstance(x, list) else [x]
+
+    levels = depth(arrays)
+    ndim = max([levels] + [np.ndim(a) for a in leaves(arrays)])
+
+    def build(x, level):
+        if isinstance(x, list):
+            return np.concatenate([build(a, level + 1) for a in x], axis=level - 1 - levels)
+        return x if np.ndim(x) == ndim else np.reshape(x, (1,) * (ndim - np.ndim(x)) + np.shape(x))
+
+    return build(arrays, 1) if levels else np.copy(arrays)
+
+
+# -- splitting: implementations by slicing, each piece its own getitem record --------------
+
+
+def _split(ary, indices_or_sections, axis=0, equal=False):
+    n = np.shape(ary)[axis]
+    if np.ndim(indices_or_sections) == 0:
+        sections = int(indices_or_sections)
+        if sections <= 0:
+            raise ValueError("number sections must be larger than 0.")
+        if equal and n % sections:
+            raise ValueError("array split does not result in an equal division")
+        each, extra = divmod(n, sections)
+        bounds = np.cumsum([0] + [each + 1] * extra + [each] * (sections - extra))
+    else:
+        bounds = [0, *indices_or_sections, n]
+    lead = (slice(None),) * (axis % np.ndim(ary))
+    return [ary[lead + (slice(int(a), int(b)),)] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+implementation(np.array_split)(_split)
+implementation(np.split)(
+    lambda ary, indices_or_sections, axis=0: _split(ary, indices_or_sections, axis, True)
+)
+
+
+def _split_along(axis, least):
+    def impl(ary, indices_or_sections):
+        if np.ndim(ary) < least:
+            raise ValueError(f"this split only works on arrays of {least} or more dimensions")
+        return _split(ary, indices_or_sections, axis if np.ndim(ary) > 1 else 0, True)
+
+    return impl
+
+
+implementation(np.hsplit)(_split_along(1, 1))
+implementation(np.vsplit)(_split_along(0, 2))
+implementation(np.dsplit)(_split_along(2, 3))
+
+
+@implementation(np.unstack)
+def _(x, /, *, axis=0):
+    lead = (slice(None),) * (axis % np.ndim(x))
+    return tuple(x[lead + (i,)] for i in range(np.shape(x)[axis]))
+
+
+@implementation(np.trim_zeros)
+def _(filt, trim="fb", axis=None):
+    shape = np.shape(filt)
+    axes = range(len(shape)) if axis is None else np.atleast_1d(axis) % len(shape)
+    found = np.nonzero(filt)  # plain indices: no gradient flows through where zeros are
+    index = [slice(None)] * len(shape)
+    for ax in axes:
+        if found[ax].size == 0:
+            index[ax] = slice(0, 0)
+            continue
+        start = found[ax].min() if "f" in trim.lower() else 0
+        stop = found[ax].max() + 1 if "b" in trim.lower() else shape[ax]
+        index[ax] = slice(int(start), int(stop))
+    return filt[tuple(index)]
+
+
+@implementation(np.apply_along_axis)
+def _(func1d, axis, arr, *args, **kwargs):
+    axis %= np.ndim(arr)
+    moved = np.moveaxis(arr, axis, -1)
+    outer = np.shape(moved)[:-1]
+    results = [func1d(moved[i], *args, **kwargs) for i in np.ndindex(outer)]
+    inner = np.ndim(results[0])
+    out = np.reshape(np.stack(results), outer + np.shape(results[0]))
+    return np.moveaxis(out, range(len(outer), len(outer) + inner), range(axis, axis + inner))
+
+
+# -- repetition: the adjoint sums the copies -----------------------------------------------
+
+
+@sensitivity(np.tile, 0)
+def _(y, ybar, A, reps):
+    reps = tuple(reps) if np.iterable(reps) else (reps,)
+    shape = np.shape(A)
+    d = max(len(reps), len(shape))
+    reps, shape = (1,) * (d - len(reps)) + reps, (1,) * (d - len(shape)) + shape
+    g = np.reshape(ybar, [n for pair in zip(reps, shape) for n in pair])
+    return np.reshape(np.sum(g, axis=tuple(range(0, 2 * d, 2))), np.shape(A))
+
+
+@sensitivity(np.repeat, 0)
+def _(y, ybar, a, repeats, axis=None):
+    like = _template(a, flat=axis is None)
+    axis = 0 if axis is None else axis % np.ndim(a)
+    shape = np.shape(like)
+    if np.ndim(repeats) == 0 or np.size(repeats) == 1:
+        r = int(np.ravel(repeats)[0]) if np.ndim(repeats) else int(repeats)
+        g = np.sum(
+            np.reshape(ybar, shape[:axis] + (shape[axis], r) + shape[axis + 1 :]), axis=axis + 1
+        )
+    else:  # per-element counts: scatter each copy back onto its source
+        source = np.repeat(np.arange(shape[axis]), repeats)
+        g = scatter_add(like, (slice(None),) * axis + (source,), ybar)
+    return np.reshape(g, np.shape(a))
+
+
+@implementation(np.resize)
+def _(a, new_shape):
+    new_shape = tuple(new_shape) if np.iterable(new_shape) else (new_shape,)
+    flat = np.ravel(a)
+    n = int(np.prod(new_shape))
+    if n == 0 or np.size(flat) == 0:
+        return np.zeros_like(flat, shape=new_shape)
+    return np.reshape(np.tile(flat, -(-n // np.size(flat)))[:n], new_shape)
+
+
+# -- reordering ------------------------------------------------------------------------
+
+
 @sensitivity(np.flip, 0)
 def _(y, ybar, x, axis=None):
     return np.flip(ybar, axis)
+
+
+implementation(np.fliplr)(lambda m: np.flip(m, axis=1))
+implementation(np.flipud)(lambda m: np.flip(m, axis=0))
+
+
+@sensitivity(np.roll, 0)
+def _(y, ybar, a, shift, axis=None):
+    back = tuple(-s for s in shift) if np.iterable(shift) else -shift
+    return np.roll(ybar, back, axis)
+
+
+@sensitivity(np.rot90, 0)
+def _(y, ybar, m, k=1, axes=(0, 1)):
+    return np.rot90(ybar, -k, axes)
+
+
+def _unpermute(y, ybar, x, axis):
+    """``ybar`` of a permutation ``y`` of ``x`` along ``axis`` (None: flattened), sent back
+    to the elements of ``x``: a stable sort of each pairs equal values in order."""
+    if axis is None:
+        x, axis = np.ravel(x), -1
+    to_sorted = np.take_along_axis(ybar, np.argsort(y, axis=axis, kind="stable"), axis=axis)
+    order = np.argsort(x, axis=axis, kind="stable")
+    rank = np.empty_like(order)  # the inverse permutation, in linear time
+    count = np.shape(order)[axis]
+    places = np.reshape(
+        np.arange(count), (count,) + (1,) * (np.ndim(order) - 1 - axis % np.ndim(order))
+    )
+    np.put_along_axis(rank, order, np.broadcast_to(places, np.shape(order)), axis=axis)
+    return np.take_along_axis(to_sorted, rank, axis=axis)
+
+
+@sensitivity(np.sort, 0)
+def _(y, ybar, a, axis=-1, kind=None, order=None, *, stable=None):
+    return np.reshape(_unpermute(y, ybar, a, axis), np.shape(a))
+
+
+@sensitivity(np.partition, 0)
+def _(y, ybar, a, kth, axis=-1, kind="introselect", order=None):
+    return np.reshape(_unpermute(y, ybar, a, axis), np.shape(a))
+
+
+# -- differences: implementations by slicing, so prepend and append may be nodes too ------
+
+
+@implementation(np.diff)
+def _(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+    if n == 0:
+        return a
+    if n < 0:
+        raise ValueError(f"order must be non-negative but got {n!r}")
+    if np.ndim(a) == 0:
+        raise ValueError("diff requires input that is at least one dimensional")
+    axis %= np.ndim(a)
+    edge = np.shape(a)[:axis] + (1,) + np.shape(a)[axis + 1 :]
+    pieces = [
+        p if np.ndim(p) else np.broadcast_to(p, edge)
+        for p in (prepend, a, append)
+        if p is not np._NoValue
+    ]
+    if len(pieces) > 1:
+        a = np.concatenate(pieces, axis=axis)
+    lead = (slice(None),) * axis
+    for _ in range(n):
+        a = a[lead + (slice(1, None),)] - a[lead + (slice(None, -1),)]
+    return a
+
+
+@implementation(np.ediff1d)
+def _(ary, to_end=None, to_begin=None):
+    flat = np.ravel(ary)
+    pieces = [flat[1:] - flat[:-1]]
+    if to_begin is not None:
+        pieces.insert(0, np.ravel(to_begin))
+    if to_end is not None:
+        pieces.append(np.ravel(to_end))
+    return np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+
+
+# -- padding -------------------------------------------------------------------------------
+
+_COPY_MODES = ("constant", "empty", "edge", "reflect", "symmetric", "wrap")
+_STATISTICS = {"maximum": np.max, "minimum": np.min, "mean": np.mean, "median": np.median}
+
+
+@primitive
+def pad_copies(array, pad_width, mode, **kwargs):
+    """``np.pad`` in a mode whose padding copies elements (or a constant): one record."""
+    return np.pad(array, pad_width, mode, **kwargs)
+
+
+@sensitivity(pad_copies, 0)
+def _(y, ybar, array, pad_width, mode, **kwargs):
+    shape = np.shape(array)
+    if mode in ("constant", "empty"):
+        return ybar[tuple(slice(b, b + n) for (b, _), n in zip(pad_width, shape))]
+    # pad the element numbers: each padded place names the element it copies, and the
+    # adjoint of every element gathers the adjoints of its copies
+    source = np.pad(np.arange(np.size(array)).reshape(shape), pad_width, mode, **kwargs)
+    return np.reshape(scatter_add(_template(array, True), np.ravel(source), np.ravel(ybar)), shape)
+
+
+@implementation(np.pad)
+def _(array, pad_width, mode="constant", **kwargs):
+    ndim = np.ndim(array)
+    widths = tuple(
+        map(tuple, np.broadcast_to(np.asarray(pad_width, dtype=int), (ndim, 2)).tolist())
+    )
+    if mode in _COPY_MODES and kwargs.get("reflect_type", "even") == "even":
+        return pad_copies(array, widths, mode, **kwargs)
+    if mode in _STATISTICS:
+        lengths = kwargs.get("stat_length")
+        whole = [(n, n) for n in np.shape(array)]
+        lengths = whole if lengths is None else np.broadcast_to(lengths, (ndim, 2))
+        return _pad_by_axis(array, widths, _statistic_blocks(array, _STATISTICS[mode], lengths))
+    if mode == "linear_ramp":
+        ends = np.asarray(kwargs.get("end_values", 0), dtype=np.result_type(array))
+        ends = np.broadcast_to(ends, (ndim, 2))
+        return _pad_by_axis(array, widths, _ramp_blocks(array, ends))
+    raise NotImplementedError(
+        f"np.pad of a node supports modes {', '.join(_COPY_MODES)} (even reflection), "
+        f"{', '.join(_STATISTICS)} and linear_ramp; got mode={mode!r} {kwargs or ''}"
+    )
+
+
+def _pad_by_axis(array, widths, blocks):
+    """Pad one axis after another, as NumPy does, so that corners come from the axes padded
+    first: ``blocks(out, axis, before, after)`` makes the two pads of ``axis``."""
+    out = array
+    for axis, (before, after) in enumerate(widths):
+        if before or after:
+            out = np.concatenate([*blocks(out, axis, before, after)], axis=axis)
+    return out
+
+
+def _widened(block, out, axis, width):
+    shape = list(np.shape(out))
+    shape[axis] = width
+    return np.broadcast_to(block, shape)
+
+
+def _statistic_blocks(array, statistic, lengths):
+    def blocks(out, axis, before, after):
+        n = np.shape(array)[axis]
+        lead = (slice(None),) * axis
+        first, last = (min(int(k), n) for k in lengths[axis])
+        left = statistic(out[lead + (slice(0, first),)], axis=axis, keepdims=True)
+        right = statistic(out[lead + (slice(n - last, n),)], axis=axis, keepdims=True)
+        return _widened(left, out, axis, before), out, _widened(right, out, axis, after)
+
+    return blocks
+
+
+def _ramp_blocks(array, ends):
+    dtype = np.result_type(array)
+
+    def blocks(out, axis, before, after):
+        n = np.shape(array)[axis]
+        lead = (slice(None),) * axis
+        along = (1,) * axis + (-1,) + (1,) * (np.ndim(array) - axis - 1)
+        # linear from the end value (outermost) towards the edge value, which it never reaches
+        up = np.reshape(np.arange(before) / max(before, 1), along).astype(dtype)
+        down = np.reshape(np.arange(after)[::-1] / max(after, 1), along).astype(dtype)
+        start, stop = ends[axis]
+        first, last = out[lead + (slice(0, 1),)], out[lead + (slice(n - 1, n),)]
+        return start + (first - start) * up, out, stop + (last - stop) * down
+
+    return blocks
+
+
+# -- diagonals and triangles ----------------------------------------------------------------
 
 
 @sensitivity(np.triu, 0)
@@ -72,6 +525,106 @@ def _(y, ybar, x, k=0):
     return np.tril(ybar, k)
 
 
+def _onto_diagonal(x, ybar, offset, axis1, axis2):
+    """An array shaped like ``x``, zero but for ``ybar`` (diagonal last) on the diagonal."""
+    axis1, axis2 = axis1 % np.ndim(x), axis2 % np.ndim(x)
+    like = np.moveaxis(_template(x), (axis1, axis2), (-2, -1))
+    n = np.shape(ybar)[-1]
+    rows, cols = np.arange(n) + max(-offset, 0), np.arange(n) + max(offset, 0)
+    return np.moveaxis(scatter_add(like, (Ellipsis, rows, cols), ybar), (-2, -1), (axis1, axis2))
+
+
+@sensitivity(np.diagonal, 0)
+def _(y, ybar, a, offset=0, axis1=0, axis2=1):
+    return _onto_diagonal(a, ybar, offset, axis1, axis2)
+
+
+@sensitivity(np.diag, 0)
+def _(y, ybar, v, k=0):
+    if np.ndim(v) == 1:
+        return np.diagonal(ybar, k)
+    return _onto_diagonal(v, ybar, k, 0, 1)
+
+
+implementation(np.diagflat)(lambda v, k=0: np.diag(np.ravel(v), k))
+
+
+@implementation(np.trace)
+def _(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    if out is not None:
+        raise TypeError("np.trace(..., out=...) cannot be recorded; use the returned value")
+    return np.sum(np.diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+# -- gathers: take, compress, extract, choose, insert, delete ------------------------------
+
+
+@sensitivity(np.take, 0)
+def _(y, ybar, a, indices, axis=None, out=None, mode="raise"):
+    like = _template(a, flat=axis is None)
+    axis = 0 if axis is None else axis % np.ndim(a)
+    n = np.shape(like)[axis]
+    indices = np.asarray(indices)
+    if mode == "wrap":
+        indices = indices % n
+    elif mode == "clip":
+        indices = np.clip(indices, 0, n - 1)
+    return np.reshape(scatter_add(like, (slice(None),) * axis + (indices,), ybar), np.shape(a))
+
+
+@implementation(np.compress)
+def _(condition, a, axis=None, out=None):
+    if out is not None:
+        raise TypeError("np.compress(..., out=...) cannot be recorded; use the returned value")
+    return np.take(a, np.flatnonzero(condition), axis=axis)
+
+
+implementation(np.extract)(lambda condition, arr: np.take(np.ravel(arr), np.flatnonzero(condition)))
+
+
+@sensitivity(np.choose, 1)
+def _(y, ybar, a, choices, out=None, mode="raise"):
+    n = len(choices)
+    a = np.asarray(a)
+    a = a % n if mode == "wrap" else np.clip(a, 0, n - 1) if mode == "clip" else a
+    pieces = [np.where(np.equal(a, i), ybar, np.zeros_like(ybar)) for i in range(n)]
+    return pieces if isinstance(choices, (list, tuple)) else np.stack(pieces)
+
+
+def _tags(shape):
+    """Element numbers of an array of ``shape``: NumPy's own moves of them tell where each
+    element of the result comes from."""
+    return np.arange(int(np.prod(shape)), dtype=np.intp).reshape(shape)
+
+
+@implementation(np.delete)
+def _(arr, obj, axis=None):
+    kept = np.delete(_tags(np.shape(arr)), obj, axis)
+    return np.reshape(np.ravel(arr)[np.ravel(kept)], np.shape(kept))
+
+
+@implementation(np.insert)
+def _(arr, obj, values, axis=None):
+    # arr's elements are tagged 0, 1, ...; values' elements -1, -2, ...
+    values = astype(values, np.result_type(arr))
+    arr_tags = _tags(np.shape(arr))
+    value_tags = -1 - _tags(np.shape(values))
+    tags = np.insert(arr_tags, obj, value_tags, axis)
+    taken = np.ravel(arr)[np.ravel(np.maximum(tags, 0))]
+    inserted = np.ravel(values)[np.ravel(np.maximum(-1 - tags, 0))]
+    out = np.where(np.ravel(tags) >= 0, taken, inserted)
+    return np.reshape(out, np.shape(tags))
+
+
+@implementation(np.real_if_close)
+def _(a, tol=100):
+    if not np.iscomplexobj(a):
+        return a
+    eps = np.finfo(np.result_type(a)).eps
+    tol = tol * eps if tol > 1 else tol
+    return np.real(a) if np.all(np.abs(np.imag(a)) < tol) else a
+
+
 # -- indexing ---------------------------------------------------------------------------
 
 
@@ -79,7 +632,7 @@ def _is_basic(index):
     """Whether ``index`` selects each element at most once (no integer arrays)."""
     parts = index if isinstance(index, tuple) else (index,)
     for part in parts:
-        if isinstance(part, (list, np.ndarray)) and np.result_type(part) != np.bool_:
+        if isinstance(part, (list, np.ndarray)) and np.asarray(part).dtype != np.bool_:
             return False
     return True
 
@@ -97,7 +650,7 @@ def scatter_add(x, index, values):
 
 @sensitivity(operator.getitem, 0)
 def _(y, ybar, x, index):
-    return scatter_add(x, index, ybar)
+    return scatter_add(_template(x), index, ybar)
 
 
 @sensitivity.update(operator.getitem, 0)
@@ -117,5 +670,6 @@ nondifferentiable(
     np.shape, np.ndim, np.size, np.result_type, np.zeros_like, np.ones_like, np.empty_like,
     np.argmax, np.argmin, np.argsort, np.nonzero, np.flatnonzero, np.searchsorted,
     np.count_nonzero, np.any, np.all, np.iscomplexobj, np.isrealobj, np.iscomplex,
-    np.isreal, np.can_cast,
+    np.isreal, np.can_cast, np.tril_indices_from, np.triu_indices_from, np.diag_indices_from,
+    np.shares_memory, np.may_share_memory,
 )  # fmt: skip

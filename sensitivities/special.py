@@ -1,8 +1,34 @@
-"""Sensitivities of ``scipy.special`` ufuncs, registered when SciPy is installed.
+"""Sensitivities of ``scipy.special``, registered when SciPy is installed.
 
-SciPy's special functions are NumPy ufuncs, so nodes reach them through
-``__array_ufunc__`` like ``np.sin``; only their rules live here.
+Most of SciPy's special functions are NumPy ufuncs, so nodes reach them through
+``__array_ufunc__`` like ``np.sin``: ``scipy.special.gammaln(x)`` is recorded as it is
+written, and only its rules live here. Each rule is written with functions that have
+rules themselves (``digamma``'s with ``polygamma``, ``erfinv``'s with ``exp`` of its
+own result), so every one is differentiable again.
+
+A few are plain Python functions instead, which NumPy's protocols never see:
+
+- ``scipy.special.softplus`` is ``np.logaddexp(0, x)``: it runs on nodes as it is, and
+  is recorded as that ``logaddexp``.
+- ``logsumexp``, ``softmax``, ``log_softmax`` and ``polygamma`` first turn their
+  arguments into ndarrays (SciPy's array-API layer, or ``np.asarray``), which would cut
+  a node off its tape, so calling SciPy's own on a node raises an error in the forward
+  pass. SciPy's array-API dispatch could hand them a node's namespace, but only when
+  the environment variable ``SCIPY_ARRAY_API=1`` is set before SciPy is imported, and
+  then the node would have to be a complete array-API array. So this module gives
+  drop-in counterparts with SciPy's names and signatures, each recorded as one step
+  with its own rule (cheaper and more stable than the operations inside):
+
+  >>> import numpy as np
+  >>> from sensitivities.special import logsumexp, softmax
+  >>> from tape import grad
+  >>> grad(lambda x: logsumexp(x))(np.array([0.0, np.log(3.0)]))
+  (array([0.25, 0.75]),)
+
+  On plain arrays they are SciPy's functions.
 """
+
+import math
 
 import numpy as np
 
@@ -11,11 +37,452 @@ try:
 except ImportError:  # SciPy is optional: without it there is nothing to register
     special = None
 
-from .registry import sensitivity
+from .registry import nondifferentiable, primitive, sensitivity
+
+__all__ = ["logsumexp", "softmax", "log_softmax", "polygamma"]
+
+_2_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_SQRT_PI_2 = math.sqrt(math.pi) / 2.0
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+_DEG = math.pi / 180.0
+
+
+def _needs_scipy():
+    if special is None:
+        raise ImportError("this function needs SciPy: pip install scipy")
+
+
+# -- SciPy's Python-level functions, as primitives ----------------------------------------
+
+
+def _as_dtype_of(y, x):
+    # SciPy computes some of these in float64; float32 data stays float32
+    dtype = np.result_type(x)
+    if dtype.kind == "f" and np.result_type(y) != dtype:
+        y = np.asarray(y, dtype=dtype)
+    return y[()] if np.ndim(y) == 0 else y
+
+
+@primitive
+def polygamma(n, x):
+    """``scipy.special.polygamma(n, x)``, differentiable in ``x`` to any order."""
+    _needs_scipy()
+    return _as_dtype_of(special.polygamma(n, x), x)
+
+
+@primitive
+def softmax(x, axis=None):
+    """``scipy.special.softmax(x, axis=None)``, recorded as one step."""
+    _needs_scipy()
+    return special.softmax(x, axis=axis)
+
+
+@primitive
+def log_softmax(x, axis=None):
+    """``scipy.special.log_softmax(x, axis=None)``, recorded as one step."""
+    _needs_scipy()
+    return special.log_softmax(x, axis=axis)
+
+
+@primitive
+def _logsumexp(a, axis, b, keepdims):
+    return special.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=True)[0]
+
+
+_logsumexp.__name__ = _logsumexp.__qualname__ = "logsumexp"
+
+
+def _plain(v):
+    # the value inside nodes, of every tape: the sign carries no gradient
+    while hasattr(v, "tape") and hasattr(v, "value"):
+        v = v.value
+    return v
+
+
+def _logsumexp_sign(a, axis, b, keepdims):
+    a, b = _plain(a), _plain(b)
+    return special.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=True)[1]
+
+
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """``scipy.special.logsumexp``, recorded as one step, differentiable in ``a`` and ``b``.
+
+    With ``return_sign=True`` it returns ``(log|sum|, sign)``; the sign is a constant.
+    """
+    _needs_scipy()
+    # arguments go positionally: a primitive's nodes must not come as keywords
+    out = _logsumexp(a, axis, b, keepdims)
+    if return_sign:
+        return out, _logsumexp_sign(a, axis, b, keepdims)
+    if b is not None:
+        # as in SciPy, a negative sum has no logarithm: NaN
+        negative = np.less(_logsumexp_sign(a, axis, b, keepdims), 0)
+        if np.any(negative):
+            out = np.where(negative, np.nan, out)
+    return out
+
+
+def _lse_rule(argnum):
+    def rule(y, ybar, a, axis, b, keepdims):
+        if not keepdims:  # put the reduced axes back, to broadcast against a and b
+            ndim = np.ndim(a) if b is None else max(np.ndim(a), np.ndim(b))
+            axes = tuple(range(ndim)) if axis is None else axis
+            y, ybar = np.expand_dims(y, axes), np.expand_dims(ybar, axes)
+        e = np.exp(a - y)  # at most 1 where b is 1: the softmax weights
+        if b is None:
+            return ybar * e
+        # d log|S| = dS / S, and S e^-y is the sign of S: sum(b e^(a - y)) is +1 or -1
+        sign = np.sum(b * e, axis=axis, keepdims=True)
+        return ybar * (b * e if argnum == 0 else e) / sign
+
+    return rule
+
+
+sensitivity(_logsumexp, 0)(_lse_rule(0))
+sensitivity(_logsumexp, 2)(_lse_rule(2))
+
+
+@sensitivity(softmax, 0)
+def _(y, ybar, x, axis=None):
+    return y * (ybar - np.sum(ybar * y, axis=axis, keepdims=True))
+
+
+@sensitivity(log_softmax, 0)
+def _(y, ybar, x, axis=None):
+    return ybar - np.exp(y) * np.sum(ybar, axis=axis, keepdims=True)
+
+
+@sensitivity(polygamma, 1)
+def _(y, ybar, n, x):
+    return ybar * polygamma(np.add(n, 1), x)
+
+
+# -- helpers for the rules below ------------------------------------------------------------
+
+
+def _over_x(v, x, series):
+    """``v / x``, taken from its Taylor ``series(x)`` near ``x == 0``, where the division
+    cancels (and would spoil second derivatives)."""
+    small = np.less(np.abs(x), 1e-3)
+    return np.where(small, series(x), v / np.where(small, 1.0, x))
+
+
+def _safe_value(x, bad):
+    return np.where(bad, 1.0, x)
+
+
+def _ratio_or_zero(a, b):
+    """``a / b``, and 0 where both are 0: ``x log y`` is 0 wherever ``x`` is."""
+    both = np.equal(a, 0) & np.equal(b, 0)
+    return a / np.where(both, 1.0, b)
+
+
+def _i1_over_x(x):
+    return 0.5 + x * x / 16
+
+
+def _i1e_over_x(x):
+    return np.exp(-np.abs(x)) * (0.5 + x * x / 16)
+
+
+def _j1_over_x(x):
+    return 0.5 - x * x / 16
+
+
+def _exprel_slope(x):
+    return 0.5 + x * (1 / 3 + x / 8)
+
+
+def _gaussian(x):
+    return np.exp(-0.5 * x * x) / _SQRT_2PI
+
+
+# -- the ufuncs -----------------------------------------------------------------------------
+
+
+def _register():
+    s = special
+
+    def unary(f, rule):
+        sensitivity(f, 0)(lambda y, ybar, x, **kw: rule(y, ybar, x))
+
+    def binary(f, rule0, rule1):
+        if rule0 is not None:
+            sensitivity(f, 0)(lambda y, ybar, a, b, **kw: rule0(y, ybar, a, b))
+        if rule1 is not None:
+            sensitivity(f, 1)(lambda y, ybar, a, b, **kw: rule1(y, ybar, a, b))
+
+    # gamma and beta functions
+    unary(s.gammaln, lambda y, g, x: g * s.digamma(x))
+    unary(s.loggamma, lambda y, g, x: g * s.digamma(x))
+    unary(s.gamma, lambda y, g, x: g * y * s.digamma(x))
+    unary(s.rgamma, lambda y, g, x: -g * y * s.digamma(x))
+    unary(s.digamma, lambda y, g, x: g * polygamma(1, x))  # also s.psi, the same ufunc
+    binary(s.beta,
+           lambda y, g, a, b: g * y * (s.digamma(a) - s.digamma(a + b)),
+           lambda y, g, a, b: g * y * (s.digamma(b) - s.digamma(a + b)))  # fmt: skip
+    binary(s.betaln,
+           lambda y, g, a, b: g * (s.digamma(a) - s.digamma(a + b)),
+           lambda y, g, a, b: g * (s.digamma(b) - s.digamma(a + b)))  # fmt: skip
+
+    # error functions and the normal distribution
+    unary(s.erf, lambda y, g, x: g * _2_SQRT_PI * np.exp(-x * x))
+    unary(s.erfc, lambda y, g, x: -g * _2_SQRT_PI * np.exp(-x * x))
+    unary(s.erfinv, lambda y, g, x: g * _SQRT_PI_2 * np.exp(y * y))
+    unary(s.erfcinv, lambda y, g, x: -g * _SQRT_PI_2 * np.exp(y * y))
+    unary(s.erfcx, lambda y, g, x: g * (2 * x * y - _2_SQRT_PI))
+    unary(s.erfi, lambda y, g, x: g * _2_SQRT_PI * np.exp(x * x))
+    unary(s.dawsn, lambda y, g, x: g * (1 - 2 * x * y))
+    unary(s.wofz, lambda y, g, z: g * (_2_SQRT_PI * 1j - 2 * z * y))  # holomorphic
+    unary(s.ndtr, lambda y, g, x: g * _gaussian(x))
+    # pdf / cdf as one exponential: finite far into the left tail
+    unary(s.log_ndtr, lambda y, g, x: g * np.exp(-0.5 * x * x - y) / _SQRT_2PI)
+    unary(s.ndtri, lambda y, g, x: g * _SQRT_2PI * np.exp(0.5 * y * y))
+    unary(s.ndtri_exp, lambda y, g, x: g * _SQRT_2PI * np.exp(x + 0.5 * y * y))
+
+    # the logistic function
+    unary(s.expit, lambda y, g, x: g * y * (1 - y))
+    unary(s.logit, lambda y, g, x: g / (x * (1 - x)))
+    unary(s.log_expit, lambda y, g, x: g * s.expit(-x))
+
+    # x log y and relative entropies; x == 0 makes them 0 whatever y is, so also their
+    # derivatives in y
+    binary(s.xlogy,
+           lambda y, g, a, b: g * np.log(b),
+           lambda y, g, a, b: g * _ratio_or_zero(a, b))  # fmt: skip
+    binary(s.xlog1py,
+           lambda y, g, a, b: g * np.log1p(b),
+           lambda y, g, a, b: g * _ratio_or_zero(a, 1 + b))  # fmt: skip
+    unary(s.entr, lambda y, g, x: -g * (np.log(x) + 1))
+    binary(s.rel_entr,
+           lambda y, g, a, b: g * (np.log(a / b) + 1),
+           lambda y, g, a, b: -g * a / b)  # fmt: skip
+    binary(s.kl_div,
+           lambda y, g, a, b: g * np.log(a / b),
+           lambda y, g, a, b: g * (1 - a / b))  # fmt: skip
+
+    def inside(d, r):
+        return np.less_equal(np.abs(r), d)
+
+    binary(s.huber,
+           lambda y, g, d, r: g * np.where(inside(d, r), 0.0, np.abs(r) - d),
+           lambda y, g, d, r: g * np.where(inside(d, r), r, d * np.sign(r)))  # fmt: skip
+
+    def pseudo_huber_root(d, r):
+        return np.sqrt(1 + (r / d) ** 2)
+
+    binary(s.pseudo_huber,
+           lambda y, g, d, r: g * (2 * y - r * r / pseudo_huber_root(d, r)) / d,
+           lambda y, g, d, r: g * r / pseudo_huber_root(d, r))  # fmt: skip
+
+    # Box-Cox transforms, in the data argument
+    binary(s.boxcox, lambda y, g, x, lam: g * np.power(x, lam - 1), None)
+    binary(s.boxcox1p, lambda y, g, x, lam: g * np.power(1 + x, lam - 1), None)
+    binary(s.inv_boxcox, lambda y, g, x, lam: g * np.power(y, 1 - lam), None)
+    binary(s.inv_boxcox1p, lambda y, g, x, lam: g * np.power(1 + y, 1 - lam), None)
+
+    # Bessel functions; d/dx I1(x) = I0(x) - I1(x)/x, whose limit at 0 is 1/2
+    unary(s.i0, lambda y, g, x: g * s.i1(x))
+    unary(s.i1, lambda y, g, x: g * (s.i0(x) - _over_x(y, x, _i1_over_x)))
+    unary(s.i0e, lambda y, g, x: g * (s.i1e(x) - np.sign(x) * y))
+    unary(s.i1e, lambda y, g, x: g * (s.i0e(x) - _over_x(y, x, _i1e_over_x) - np.sign(x) * y))
+    unary(s.k0, lambda y, g, x: -g * s.k1(x))
+    unary(s.k1, lambda y, g, x: -g * (s.k0(x) + y / x))
+    unary(s.k0e, lambda y, g, x: g * (y - s.k1e(x)))
+    unary(s.k1e, lambda y, g, x: g * (y - s.k0e(x) - y / x))
+    unary(s.j0, lambda y, g, x: -g * s.j1(x))
+    unary(s.j1, lambda y, g, x: g * (s.j0(x) - _over_x(y, x, _j1_over_x)))
+    unary(s.y0, lambda y, g, x: -g * s.y1(x))
+    unary(s.y1, lambda y, g, x: g * (s.y0(x) - y / x))
+    # of real order v, in x only
+    binary(s.jv, None, lambda y, g, v, x: g * 0.5 * (s.jv(v - 1, x) - s.jv(v + 1, x)))
+    binary(s.yv, None, lambda y, g, v, x: g * 0.5 * (s.yv(v - 1, x) - s.yv(v + 1, x)))
+    binary(s.iv, None, lambda y, g, v, x: g * 0.5 * (s.iv(v - 1, x) + s.iv(v + 1, x)))
+    binary(s.kv, None, lambda y, g, v, x: -g * 0.5 * (s.kv(v - 1, x) + s.kv(v + 1, x)))
+    binary(s.ive, None,
+           lambda y, g, v, x: g * (0.5 * (s.ive(v - 1, x) + s.ive(v + 1, x))
+                                   - np.sign(x) * y))  # fmt: skip
+    binary(s.kve, None, lambda y, g, v, x: g * (y - 0.5 * (s.kve(v - 1, x) + s.kve(v + 1, x))))
+
+    # incomplete gamma and beta functions and distribution functions, in x
+    binary(s.gammainc, None,
+           lambda y, g, a, x: g * np.exp((a - 1) * np.log(x) - x - s.gammaln(a)))  # fmt: skip
+    binary(s.gammaincc, None,
+           lambda y, g, a, x: -g * np.exp((a - 1) * np.log(x) - x - s.gammaln(a)))  # fmt: skip
+
+    @sensitivity(s.betainc, 2)
+    def _(y, g, a, b, x, **kw):
+        return g * np.exp((a - 1) * np.log(x) + (b - 1) * np.log1p(-x) - s.betaln(a, b))
+
+    binary(s.stdtr, None,
+           lambda y, g, df, t: g * np.exp(s.gammaln((df + 1) / 2) - s.gammaln(df / 2)
+                                          - 0.5 * np.log(df * math.pi)
+                                          - (df + 1) / 2 * np.log1p(t * t / df)))  # fmt: skip
+    binary(s.chdtr, None,
+           lambda y, g, v, x: g * np.exp((v / 2 - 1) * np.log(x) - x / 2 - v / 2 * _LN2
+                                         - s.gammaln(v / 2)))  # fmt: skip
+    binary(s.owens_t,
+           lambda y, g, h, a: -g * 0.5 * _gaussian(h) * s.erf(a * h / math.sqrt(2.0)),
+           lambda y, g, h, a: g * np.exp(-0.5 * h * h * (1 + a * a))
+                              / (2 * math.pi * (1 + a * a)))  # fmt: skip
+
+    # exponential integrals, dilogarithm, complete elliptic integrals
+    unary(s.exp1, lambda y, g, x: -g * np.exp(-x) / x)
+    unary(s.expi, lambda y, g, x: g * np.exp(x) / x)
+
+    # spence(z) = int_1^z log t / (1 - t) dt, whose integrand is -1 + u/2 - u^2/3 ... at
+    # t = 1 + u: the series near 1, also right for the second derivative
+    def spence_rule(y, g, x):
+        u = x - 1
+        near = np.less(np.abs(u), 1e-4)
+        safe = _safe_value(u, near)
+        return g * np.where(near, u * (0.5 - u / 3) - 1, np.log1p(safe) / -safe)
+
+    unary(s.spence, spence_rule)
+    unary(s.ellipk, lambda y, g, m: g * (s.ellipe(m) - (1 - m) * y) / (2 * m * (1 - m)))
+    unary(s.ellipe, lambda y, g, m: g * (y - s.ellipk(m)) / (2 * m))
+
+    # SciPy's own elementary functions and trigonometry in degrees
+    unary(s.expm1, lambda y, g, x: g * (y + 1))
+    unary(s.log1p, lambda y, g, x: g / (x + 1))
+    unary(s.cbrt, lambda y, g, x: g / (3 * y * y))
+    unary(s.exp2, lambda y, g, x: g * y * _LN2)
+    unary(s.exp10, lambda y, g, x: g * y * _LN10)
+    unary(s.cosm1, lambda y, g, x: -g * np.sin(x))
+    unary(s.sindg, lambda y, g, x: g * _DEG * s.cosdg(x))
+    unary(s.cosdg, lambda y, g, x: -g * _DEG * s.sindg(x))
+    unary(s.tandg, lambda y, g, x: g * _DEG * (1 + y * y))
+    unary(s.cotdg, lambda y, g, x: -g * _DEG * (1 + y * y))
+
+    # more gamma-type functions
+    binary(s.poch,
+           lambda y, g, z, m: g * y * (s.digamma(z + m) - s.digamma(z)),
+           lambda y, g, z, m: g * y * s.digamma(z + m))  # fmt: skip
+    binary(s.binom,
+           lambda y, g, n, k: g * y * (s.digamma(n + 1) - s.digamma(n - k + 1)),
+           lambda y, g, n, k: g * y * (s.digamma(n - k + 1) - s.digamma(k + 1)))  # fmt: skip
+    binary(s.powm1,
+           lambda y, g, x, p: g * p * np.power(x, p - 1),
+           lambda y, g, x, p: g * (y + 1) * np.log(x))  # fmt: skip
+    unary(s.exprel, lambda y, g, x: g * _over_x(np.exp(x) - y, x, _exprel_slope))
+    # E_n' = -E_(n-1), and E_0(x) = e^-x / x; the order index stays >= 0
+    binary(s.expn, None,
+           lambda y, g, n, x: g * np.where(np.equal(n, 0), -np.exp(-x) * (1 + x) / (x * x),
+                                           -s.expn(np.maximum(n - 1, 0), x)))  # fmt: skip
+    # W' = W / (z (1 + W)) = 1 / (e^W (1 + W)), finite at 0; lambertw calls this ufunc
+    lambertw = getattr(getattr(s, "_ufuncs", None), "_lambertw", None)
+    if lambertw is not None:
+        sensitivity(lambertw, 0)(lambda y, g, z, k, tol: g / (np.exp(y) * (1 + y)))
+    unary(s.wrightomega, lambda y, g, z: g * y / (1 + y))
+
+    # inverses of distribution functions: 1 / the density at the result
+    def gamma_pdf(a, x):
+        return np.exp((a - 1) * np.log(x) - x - s.gammaln(a))
+
+    def beta_pdf(a, b, x):
+        return np.exp((a - 1) * np.log(x) + (b - 1) * np.log1p(-x) - s.betaln(a, b))
+
+    binary(s.gammaincinv, None, lambda y, g, a, q: g / gamma_pdf(a, y))
+    binary(s.gammainccinv, None, lambda y, g, a, q: -g / gamma_pdf(a, y))
+
+    @sensitivity(s.betaincinv, 2)
+    def _(y, g, a, b, q, **kw):
+        return g / beta_pdf(a, b, y)
+
+    if hasattr(s, "betaincc"):  # SciPy >= 1.11
+
+        @sensitivity(s.betaincc, 2)
+        def _(y, g, a, b, x, **kw):
+            return -g * beta_pdf(a, b, x)
+
+        @sensitivity(s.betainccinv, 2)
+        def _(y, g, a, b, q, **kw):
+            return -g / beta_pdf(a, b, y)
+
+    def t_pdf(df, t):
+        return np.exp(s.gammaln((df + 1) / 2) - s.gammaln(df / 2) - 0.5 * np.log(df * math.pi)
+                      - (df + 1) / 2 * np.log1p(t * t / df))  # fmt: skip
+
+    def chi2_pdf(v, x):
+        return np.exp((v / 2 - 1) * np.log(x) - x / 2 - v / 2 * _LN2 - s.gammaln(v / 2))
+
+    binary(s.stdtrit, None, lambda y, g, df, p: g / t_pdf(df, y))
+    binary(s.chdtrc, None, lambda y, g, v, x: -g * chi2_pdf(v, x))
+    binary(s.chdtri, None, lambda y, g, v, q: -g / chi2_pdf(v, y))
+
+    @sensitivity(s.gdtr, 2)
+    def _(y, g, a, b, x, **kw):
+        return g * a * gamma_pdf(b, a * x)
+
+    @sensitivity(s.gdtrc, 2)
+    def _(y, g, a, b, x, **kw):
+        return -g * a * gamma_pdf(b, a * x)
+
+    # Bessel functions of integer order, and scaled ones of real argument
+    binary(s.kn, None, lambda y, g, n, x: -g * 0.5 * (s.kv(n - 1, x) + s.kv(n + 1, x)))
+    binary(s.yn, None, lambda y, g, n, x: g * 0.5 * (s.yv(n - 1, x) - s.yv(n + 1, x)))
+    binary(s.jve, None, lambda y, g, v, x: g * 0.5 * (s.jve(v - 1, x) - s.jve(v + 1, x)))
+    binary(s.yve, None, lambda y, g, v, x: g * 0.5 * (s.yve(v - 1, x) - s.yve(v + 1, x)))
+
+    # Struve functions: H_v' = (H_(v-1) - H_(v+1)) / 2 + (x/2)^v / (2 sqrt(pi) Gamma(v + 3/2))
+    def struve_term(v, x):
+        return np.exp(v * np.log(x / 2) - s.gammaln(v + 1.5)) / (2 * math.sqrt(math.pi))
+
+    binary(s.struve, None,
+           lambda y, g, v, x: g * (0.5 * (s.struve(v - 1, x) - s.struve(v + 1, x))
+                                   + struve_term(v, x)))  # fmt: skip
+    binary(s.modstruve, None,
+           lambda y, g, v, x: g * (0.5 * (s.modstruve(v - 1, x) + s.modstruve(v + 1, x))
+                                   + struve_term(v, x)))  # fmt: skip
+
+    # hypergeometric functions, in their argument
+    @sensitivity(s.hyp2f1, 3)
+    def _(y, g, a, b, c, z, **kw):
+        return g * a * b / c * s.hyp2f1(a + 1, b + 1, c + 1, z)
+
+    @sensitivity(s.hyp1f1, 2)
+    def _(y, g, a, b, x, **kw):
+        return g * a / b * s.hyp1f1(a + 1, b + 1, x)
+
+    @sensitivity(s.hyperu, 2)
+    def _(y, g, a, b, x, **kw):
+        return -g * a * s.hyperu(a + 1, b + 1, x)
+
+    binary(s.hyp0f1, None, lambda y, g, v, z: g * s.hyp0f1(v + 1, z) / v)
+
+    # elliptic integrals: K(1 - p), and the incomplete ones in the amplitude
+    unary(s.ellipkm1, lambda y, g, p: -g * (s.ellipe(1 - p) - p * y) / (2 * p * (1 - p)))
+    binary(s.ellipkinc, lambda y, g, phi, m: g / np.sqrt(1 - m * np.sin(phi) ** 2), None)
+    binary(s.ellipeinc, lambda y, g, phi, m: g * np.sqrt(1 - m * np.sin(phi) ** 2), None)
+
+    # orthogonal polynomials, in x: each derivative is a polynomial of degree n - 1
+    binary(s.eval_legendre, None,
+           lambda y, g, n, x: g * (n + 1) / 2 * s.eval_jacobi(n - 1, 1, 1, x))  # fmt: skip
+    binary(s.eval_chebyt, None, lambda y, g, n, x: g * n * s.eval_chebyu(n - 1, x))
+    binary(s.eval_chebyu, None, lambda y, g, n, x: g * 2 * s.eval_gegenbauer(n - 1, 2, x))
+    binary(s.eval_laguerre, None, lambda y, g, n, x: -g * s.eval_genlaguerre(n - 1, 1, x))
+    # H_(-1) is NaN in SciPy: the index stays >= 0, where the factor n is 0 anyway
+    binary(s.eval_hermite, None,
+           lambda y, g, n, x: g * 2 * n * s.eval_hermite(np.maximum(n - 1, 0), x))  # fmt: skip
+    binary(s.eval_hermitenorm, None,
+           lambda y, g, n, x: g * n * s.eval_hermitenorm(np.maximum(n - 1, 0), x))  # fmt: skip
+
+    @sensitivity(s.eval_jacobi, 3)
+    def _(y, g, n, alpha, beta, x, **kw):
+        return g * (n + alpha + beta + 1) / 2 * s.eval_jacobi(n - 1, alpha + 1, beta + 1, x)
+
+    @sensitivity(s.eval_gegenbauer, 2)
+    def _(y, g, n, alpha, x, **kw):
+        return g * 2 * alpha * s.eval_gegenbauer(n - 1, alpha + 1, x)
+
+    @sensitivity(s.eval_genlaguerre, 2)
+    def _(y, g, n, alpha, x, **kw):
+        return -g * s.eval_genlaguerre(n - 1, alpha + 1, x)
+
+    nondifferentiable(s.round, s.gammasgn)
+
 
 if special is not None:
-    sensitivity(special.gammaln, 0)(lambda y, ybar, x, **kw: ybar * special.digamma(x))
-    sensitivity(special.expit, 0)(lambda y, ybar, x, **kw: ybar * y * (1 - y))
-    sensitivity(special.erf, 0)(
-        lambda y, ybar, x, **kw: ybar * (2 / np.sqrt(np.pi)) * np.exp(-x * x)
-    )
+    _register()

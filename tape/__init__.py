@@ -14,9 +14,14 @@ from sensitivities import (
     sensitivity,
 )
 
-from .core import Branch, Leaf, MissingRuleError, Node, NodeConversionError, Tape
+from .compiled import CompiledGrad, TapeMismatchError, compile_grad
+from .core import Branch, Leaf, MissingRuleError, MutationError, Node, NodeConversionError, Tape
+from .debug import AnomalyError, debug, detect_anomaly, recorded_at
+from .checking import check_grad
 from .functional import grad, value_and_grad
 from .reverse import ReverseTape, propagate, reverse_tape
+from .transforms import checkpoint, hessian, hvp, jacobian, jvp, stop_gradient, vjp
+from .update import at
 
 __version__ = "0.1.0"
 
@@ -37,4 +42,21 @@ __all__ = [
     "implementation",
     "NodeConversionError",
     "MissingRuleError",
+    "compile_grad",
+    "CompiledGrad",
+    "TapeMismatchError",
+    "MutationError",
+    "AnomalyError",
+    "at",
+    "debug",
+    "detect_anomaly",
+    "recorded_at",
+    "jvp",
+    "vjp",
+    "jacobian",
+    "hessian",
+    "hvp",
+    "checkpoint",
+    "stop_gradient",
+    "check_grad",
 ]

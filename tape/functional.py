@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .core import Leaf, Node, Tape
+from .core import Leaf, Node, Tape, gc_paused
 from .reverse import propagate, reverse_tape
 
 __all__ = ["grad", "value_and_grad", "tree_flatten", "tree_unflatten"]
@@ -96,6 +96,8 @@ def _check_input(f: Callable, i: int, leaf: Any) -> None:
 def _as_input_type(g: Any, x: Any) -> Any:
     """The gradient ``g`` with the shape, dtype and kind (float or array) of input ``x``."""
     if isinstance(g, Node):  # an outer tape's node, under nested differentiation
+        if np.iscomplexobj(g) and not np.iscomplexobj(x):
+            g = np.real(g)  # as below: recorded, so that the outer derivative is real too
         if np.shape(g) != np.shape(x):
             g = np.broadcast_to(g, np.shape(x))
         return g
@@ -137,12 +139,9 @@ def _normalise_argnums(argnums: Any, nargs: int, fname: str) -> tuple[tuple[int,
     return tuple(n % nargs for n in nums), single
 
 
-def _forward_and_reverse(f: Callable, argnums: Any, args: tuple, kwargs: dict, who: str):
-    fname = getattr(f, "__name__", "f")
-    nums, single = _normalise_argnums(argnums, len(args), fname)
-    if not nums:
-        raise ValueError(f"{who} needs at least one argument to differentiate {fname} with respect to")
-    tape = Tape()
+def record_inputs(f: Callable, tape: Tape, args: tuple, nums: tuple) -> tuple[list, dict]:
+    """``args`` with the leaves of ``args[i]`` (i in ``nums``) recorded on ``tape``, and
+    for each such i the leaves, their structure and their nodes."""
     args = list(args)
     inputs = {}
     for i in nums:
@@ -152,8 +151,51 @@ def _forward_and_reverse(f: Callable, argnums: Any, args: tuple, kwargs: dict, w
         nodes = [Leaf(tape, leaf) for leaf in leaves]
         inputs[i] = (leaves, treedef, nodes)
         args[i] = tree_unflatten(treedef, nodes)
+    return args, inputs
+
+
+def input_gradients(inputs: dict, nums: tuple, adjoint: Any) -> list:
+    """One gradient per entry of ``nums``, read off the adjoints (None: all zeros)."""
+    grads = []
+    for i in nums:
+        leaves, treedef, nodes = inputs[i]
+        gs = []
+        for x, node in zip(leaves, nodes):
+            g = None if adjoint is None else adjoint[node.pos]
+            gs.append(_zeros_like_input(x) if g is None else _as_input_type(g, x))
+        grads.append(tree_unflatten(treedef, gs))
+    return grads
+
+
+def split_aux(out: Any, tape: Tape, fname: str, who: str) -> tuple[Any, Any]:
+    """``(value, aux)`` from the pair ``f`` returned under ``has_aux=True``; the
+    auxiliary data's nodes of ``tape`` become their values (it is not differentiated)."""
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        raise TypeError(
+            f"{who}(..., has_aux=True) needs {fname} to return a pair (value, aux), "
+            f"got {type(out).__name__}"
+        )
+    value, aux = out
+    leaves, treedef = tree_flatten(aux)
+    leaves = [a.value if isinstance(a, Node) and a.tape is tape else a for a in leaves]
+    return value, tree_unflatten(treedef, leaves)
+
+
+def _forward_and_reverse(
+    f: Callable, argnums: Any, args: tuple, kwargs: dict, who: str, has_aux: bool = False
+):
+    fname = getattr(f, "__name__", "f")
+    nums, single = _normalise_argnums(argnums, len(args), fname)
+    if not nums:
+        raise ValueError(f"{who} needs at least one argument to differentiate {fname} with respect to")
+    tape = Tape()
+    args, inputs = record_inputs(f, tape, args, nums)
+    aux = None
     try:
-        out = f(*args, **kwargs)
+        with gc_paused():  # the records are freed by clearing the tape, not by the collector
+            out = f(*args, **kwargs)
+        if has_aux:
+            out, aux = split_aux(out, tape, fname, who)
         value = out.value if isinstance(out, Node) and out.tape is tape else out
         shape = np.shape(value)
         if shape != ():
@@ -168,39 +210,42 @@ def _forward_and_reverse(f: Callable, argnums: Any, args: tuple, kwargs: dict, w
             adjoint = rtape.adjoints
         else:
             adjoint = None
-        grads = []
-        for i in nums:
-            leaves, treedef, nodes = inputs[i]
-            gs = []
-            for x, node in zip(leaves, nodes):
-                g = None if adjoint is None else adjoint[node.pos]
-                gs.append(_zeros_like_input(x) if g is None else _as_input_type(g, x))
-            grads.append(tree_unflatten(treedef, gs))
+        grads = input_gradients(inputs, nums, adjoint)
     finally:
         tape.records.clear()  # break node <-> tape cycles so memory goes back at once
-    return value, (grads[0] if single else tuple(grads))
+    return value, (grads[0] if single else tuple(grads)), aux
 
 
-def value_and_grad(f: Callable, argnums: int | Sequence[int] | None = None) -> Callable:
+def value_and_grad(
+    f: Callable, argnums: int | Sequence[int] | None = None, has_aux: bool = False
+) -> Callable:
     """``value_and_grad(f)(*args)`` is ``(f(*args), grad(f)(*args))`` from one forward
     and one reverse pass.
+
+    With ``has_aux=True``, ``f`` returns a pair ``(value, aux)``: ``aux`` is carried
+    along, not differentiated, and the result is ``((value, aux), grads)``.
 
     >>> from tape import value_and_grad
     >>> value_and_grad(lambda x, y: x * y)(3.0, 4.0)
     (12.0, (4.0, 3.0))
+    >>> value_and_grad(lambda x: (x ** 2, {"input": x}), has_aux=True)(3.0)
+    ((9.0, {'input': 3.0}), (6.0,))
     """
 
     @functools.wraps(f)
     def value_and_gradient(*args: Any, **kwargs: Any):
-        value, grads = _forward_and_reverse(f, argnums, args, kwargs, "value_and_grad")
+        who = "value_and_grad"
+        value, grads, aux = _forward_and_reverse(f, argnums, args, kwargs, who, has_aux)
         if isinstance(value, np.float64):
             value = float(value)
-        return value, grads
+        return ((value, aux) if has_aux else value), grads
 
     return value_and_gradient
 
 
-def grad(f: Callable, argnums: int | Sequence[int] | None = None) -> Callable:
+def grad(
+    f: Callable, argnums: int | Sequence[int] | None = None, has_aux: bool = False
+) -> Callable:
     """The gradient of scalar-valued ``f``.
 
     ``grad(f)(x, y)`` returns a tuple with one gradient per positional argument, or per
@@ -208,16 +253,23 @@ def grad(f: Callable, argnums: int | Sequence[int] | None = None) -> Callable:
     gradient has its argument's shape, dtype and container structure (tuple, list, dict,
     namedtuple); an argument that the output does not depend on gets zeros.
 
+    With ``has_aux=True``, ``f`` returns a pair ``(value, aux)`` and the result is
+    ``(grads, aux)``: ``aux`` (anything: predictions, a dict of metrics) is carried along
+    and not differentiated.
+
     >>> import numpy as np
     >>> from tape import grad
     >>> grad(lambda x, y: x * y + np.sin(x))(0.6791074260357777, 0.8284134829000359)
     (1.6065471361170487, 0.6791074260357777)
     >>> grad(lambda w: np.sum(w ** 2), argnums=0)(np.array([1.0, 2.0]))
     array([2., 4.])
+    >>> grad(lambda w: (np.sum(w ** 2), w * 10), argnums=0, has_aux=True)(np.array([1.0, 2.0]))
+    (array([2., 4.]), array([10., 20.]))
     """
 
     @functools.wraps(f)
     def gradient(*args: Any, **kwargs: Any):
-        return _forward_and_reverse(f, argnums, args, kwargs, "grad")[1]
+        _, grads, aux = _forward_and_reverse(f, argnums, args, kwargs, "grad", has_aux)
+        return (grads, aux) if has_aux else grads
 
     return gradient

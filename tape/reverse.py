@@ -9,7 +9,18 @@ import numpy as np
 from sensitivities import registry
 from sensitivities.registry import function_name
 
-from .core import Branch, Node, Tape, holds_node_of, unbox
+from . import core
+from .core import (
+    Branch,
+    MutationError,
+    Node,
+    Tape,
+    describe,
+    gc_paused,
+    holds_node_of,
+    unbox,
+    verify,
+)
 from .display import dtype_name, preview
 
 __all__ = ["ReverseTape", "reverse_tape", "propagate"]
@@ -19,6 +30,15 @@ class ReverseTape:
     """The adjoints of a tape's records, slot for slot; unset slots are ``None``.
 
     Index it by position or by node: ``rt[x]`` is the adjoint of ``x``.
+
+    >>> import numpy as np
+    >>> from tape import Tape, Leaf, reverse_tape, propagate
+    >>> t = Tape()
+    >>> x = Leaf(t, 3.0)
+    >>> y = x * x
+    >>> rt = propagate(t, reverse_tape(y))
+    >>> rt[x], rt[0], list(rt)
+    (6.0, 6.0, [6.0, 1.0])
     """
 
     __slots__ = ("tape", "adjoints", "owned")
@@ -87,6 +107,17 @@ def reverse_tape(y: Node, ybar: Any = 1.0) -> ReverseTape:
 def propagate(tape: Tape, rtape: ReverseTape) -> ReverseTape:
     """The reverse pass: fill ``rtape`` with the adjoint of every record that reaches the
     seeded output, walking ``tape`` backwards once. Returns ``rtape``.
+
+    >>> import numpy as np
+    >>> from tape import Tape, Leaf, reverse_tape, propagate
+    >>> t = Tape()
+    >>> x = Leaf(t, np.array([1.0, 2.0]))
+    >>> y = np.sum(x ** 3)
+    >>> rt = reverse_tape(y, 1.0)
+    >>> propagate(t, rt) is rt
+    True
+    >>> rt[x]  # 3 x^2
+    array([ 3., 12.])
     """
     if rtape.tape is not tape:
         raise ValueError("this reverse tape was made for another tape")
@@ -95,38 +126,99 @@ def propagate(tape: Tape, rtape: ReverseTape) -> ReverseTape:
             f"the reverse tape has {len(rtape.adjoints)} slots but the tape now has "
             f"{len(tape.records)} records; make the reverse tape after recording"
         )
+    if core._watching:
+        from .debug import anomaly_detected
+
+        if anomaly_detected():
+            return _propagate_watched(tape, rtape)
     records = tape.records
     adjoints = rtape.adjoints
-    for pos in range(len(records) - 1, -1, -1):
-        ybar = adjoints[pos]
-        if ybar is None:
-            continue
-        node = records[pos]
-        if isinstance(node, Branch):
-            _backpropagate(node, ybar, tape, rtape)
+    pos = len(records)
+    with gc_paused():
+        try:
+            for pos in range(len(records) - 1, -1, -1):
+                ybar = adjoints[pos]
+                if ybar is None:
+                    continue
+                node = records[pos]
+                if node.seal is not None:
+                    verify(node)
+                if isinstance(node, Branch):
+                    _backpropagate(node, ybar, tape, rtape)
+        except Exception as error:
+            _explain(error, records, pos)
+            raise
+    return rtape
+
+
+def _explain(error: Exception, records: list, pos: int) -> None:
+    """Add to ``error`` which record the reverse pass was working on, and where it was
+    recorded: the rule's own traceback ends inside the rule, far from the user's code."""
+    from .debug import AnomalyError
+
+    if isinstance(error, (MutationError, AnomalyError)) or not 0 <= pos < len(records):
+        return  # these name their record already
+    node = records[pos]
+    note = f"while propagating the adjoint through {describe(node)}"
+    if not node.tape.sites:
+        note += "\n  (run under `with tape.debug():` to see the line of code that recorded it)"
+    error.add_note(note)
+
+
+def _propagate_watched(tape: Tape, rtape: ReverseTape) -> ReverseTape:
+    """The reverse pass under tape.detect_anomaly(): every adjoint a rule contributes is
+    checked, and the first that turns NaN or infinite is reported with its record."""
+    from .debug import _check_adjoints
+
+    records = tape.records
+    adjoints = rtape.adjoints
+    pos = len(records)
+    with gc_paused():
+        try:
+            for pos in range(len(records) - 1, -1, -1):
+                ybar = adjoints[pos]
+                if ybar is None:
+                    continue
+                node = records[pos]
+                if node.seal is not None:
+                    verify(node)
+                if isinstance(node, Branch):
+                    _backpropagate(node, ybar, tape, rtape)
+                    _check_adjoints(node, ybar, rtape)
+        except Exception as error:
+            _explain(error, records, pos)
+            raise
     return rtape
 
 
 def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> None:
     """Add the adjoint contributions of one Branch to its arguments' slots."""
     f = node.f
-    rules = registry.lookup(f)
+    rules = _rules_of(f)
     args = node.args
     vals = unbox(args, tape)
     y = node.value
     kwargs = node.kwargs
     if rules.pre is not None:
         kwargs = dict(kwargs, pre=rules.pre(y, ybar, *vals, **kwargs))
+    plain = None if rules.update or rules.typed else rules.plain  # the common, fast case
     for i, arg in enumerate(args):
         if isinstance(arg, Node):
             if arg.tape is tape:
-                _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape)
+                if plain is not None:
+                    _accumulate(rtape, arg, plain[i](y, ybar, *vals, **kwargs), f, i)
+                else:
+                    _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape)
         elif holds_node_of(arg, tape):
             rule = rules.rule(i, vals)
             xbars = rule(y, ybar, *vals, **kwargs)
             for element, xbar in zip(arg, xbars):
                 if isinstance(element, Node) and element.tape is tape and xbar is not None:
                     _accumulate(rtape, element, xbar, f, i)
+
+
+_rules_of = registry._registry.__getitem__
+_SCALARS = (float, np.float64)  # shape () for sure: no need to ask np.shape
 
 
 def _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape) -> None:
@@ -162,9 +254,11 @@ def _accumulate(rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int) -
 
     Only an array the reverse pass made itself is added into in place.
     """
-    shape = np.shape(arg.value)
-    if np.shape(xbar) != shape:
-        xbar = unbroadcast(xbar, shape, f, argnum)
+    value = arg.value
+    if not (type(xbar) in _SCALARS and type(value) in _SCALARS):
+        shape = np.shape(value)
+        if np.shape(xbar) != shape:
+            xbar = unbroadcast(xbar, shape, f, argnum)
     pos = arg.pos
     current = rtape.adjoints[pos]
     if current is None:

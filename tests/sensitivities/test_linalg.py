@@ -1,12 +1,29 @@
-"""Product rules against central differences, including batched and 1-D operands."""
+"""Product and linear-algebra rules against central differences: batched and 1-D operands,
+einsum subscripts of every kind, factorisations on well-conditioned inputs with losses
+invariant under the eigenvector and singular-vector gauge."""
 
 import numpy as np
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sensitivities import linalg
+from sensitivities.registry import implementation_of
+from tape import grad
+from tests.fd import check_grads, numeric_grad
 from tests.sensitivities.cases import Case, rule_test
 from tests.strategies import arrays
 
 dims = st.integers(1, 4)
+BATCHES = st.sampled_from([(), (2,), (2, 1)])
+
+
+def weights(shape, seed=1):
+    """A fixed random array: losses weighted by it see every element."""
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+# -- products -----------------------------------------------------------------------------
 
 
 def matmul_draw(data):
@@ -38,20 +55,759 @@ def tensordot_draw(data):
     return a, data.draw(arrays(b_shape)), axes
 
 
+# (subscripts, operand shapes with single letters standing for drawn sizes)
+EINSUMS = {
+    1: ["ii->", "ii->i", "ij->", "ij->i", "ji", "iii->i", "i...i", "...ij->...ji", "ij->ij"],
+    2: [
+        "ij,jk->ik",
+        "ij,ij->",
+        "i,j->ij",
+        "...ij,...jk->...ik",
+        "...ij,...jk",
+        "iij,jk",
+        "ij,ij->ij",
+        "ba,ab",
+        "i...,...->i...",
+        "ab,cd->",
+        "ij,j",
+        "ii,i->i",
+    ],  # fmt: skip
+    3: ["ij,jk,kl->il", "i,i,i->", "ij,jk,ki", "bij,bjk,bk->bi"],
+}
+
+
+def einsum_draw(n_operands):
+    def draw(data):
+        spec = data.draw(st.sampled_from(EINSUMS[n_operands]))
+        inputs = spec.split("->")[0].split(",")
+        size = {c: data.draw(dims) for c in set(spec) if c.isalpha()}
+        ellipsis = data.draw(st.sampled_from([(), (2,), (3, 2)]))
+        operands = []
+        for s in inputs:
+            shape = []
+            for c in s.replace("...", "."):
+                if c == ".":
+                    # a shorter or size-1 ellipsis in some operands: broadcasting
+                    kept = data.draw(st.integers(0, len(ellipsis)))
+                    shape += [n if data.draw(st.booleans()) else 1 for n in ellipsis[kept:]]
+                else:
+                    shape.append(size[c])
+            operands.append(data.draw(arrays(tuple(shape))))
+        return (spec, *operands)
+
+    return draw
+
+
+def einsum_interleaved_draw(data):
+    a, b = data.draw(arrays((2, 3))), data.draw(arrays((3, 4)))
+    form = data.draw(st.sampled_from([[0, 1], [Ellipsis, 1], [1, 2], [2]]))
+    return a, b, form
+
+
+def einsum_interleaved(a, b, form):
+    if form == [2]:
+        return np.einsum(a, [0, 1], b, [1, 2], [2])
+    if form == [Ellipsis, 1]:
+        return np.einsum(a, [Ellipsis, 0], b, [0, 1], [Ellipsis, 1])
+    return np.einsum(a, [0, 1], b, [1, 2], form)
+
+
+def cross_draw(data):
+    batch_a, batch_b = data.draw(
+        st.sampled_from([((), ()), ((2,), ()), ((2,), (1,)), ((3, 1), (2,))])
+    )
+    a, b = data.draw(arrays(batch_a + (3,))), data.draw(arrays(batch_b + (3,)))
+    axes = data.draw(st.sampled_from([{}, {"axisa": 0, "axisc": 0}, {"axisb": 0}]))
+    if "axisa" in axes:
+        a = np.moveaxis(a, -1, 0)
+    if "axisb" in axes:
+        b = np.moveaxis(b, -1, 0)
+    return a, b, axes
+
+
+def vec_draw(data):
+    n, batch = data.draw(dims), data.draw(BATCHES)
+    return data.draw(arrays(batch + (n,))), data.draw(arrays((n,)))
+
+
+def matvec_draw(data):
+    n, m, batch = data.draw(dims), data.draw(dims), data.draw(BATCHES)
+    return data.draw(arrays(batch + (m, n))), data.draw(arrays((n,)))
+
+
+def vecmat_draw(data):
+    n, m, batch = data.draw(dims), data.draw(dims), data.draw(BATCHES)
+    return data.draw(arrays((n,))), data.draw(arrays(batch + (n, m)))
+
+
+# -- well-conditioned matrices --------------------------------------------------------------
+
+
+def general(data, n=None, batch=None):
+    """Diagonally dominant: entries in [-1, 1] plus (n + 1) I."""
+    n = data.draw(dims) if n is None else n
+    batch = data.draw(BATCHES) if batch is None else batch
+    return data.draw(arrays(batch + (n, n), -1.0, 1.0)) + (n + 1) * np.eye(n)
+
+
+def spd(data, n=None):
+    """A @ A.T + n I, over a batch."""
+    a = general(data, n)
+    return a @ np.swapaxes(a, -1, -2) / 4 + a.shape[-1] * np.eye(a.shape[-1])
+
+
+def separated(data, n=None, m=None, batch=None):
+    """A (batch of) m x n matrices whose singular values (or, square, eigenvalues of its
+    lower triangle read symmetrically) are at least 6 apart: small entries plus a spread
+    diagonal."""
+    n = data.draw(dims) if n is None else n
+    m = n if m is None else m
+    batch = data.draw(BATCHES) if batch is None else batch
+    spread = np.zeros((m, n))
+    k = min(m, n)
+    spread[np.arange(k), np.arange(k)] = 10.0 * np.arange(1, k + 1)
+    return data.draw(arrays(batch + (m, n), -0.5, 0.5)) + spread
+
+
+def rectangular(data):
+    m, n = data.draw(dims), data.draw(dims)
+    return (separated(data, n, m),)
+
+
+def solve_draw(data):
+    a = general(data)
+    n = a.shape[-1]
+    b_shape = data.draw(st.sampled_from([(n,), (n, 2), (2, n, 1)]))
+    if len(b_shape) == 3 and a.ndim == 4:
+        b_shape = (n, 1)
+    return a, data.draw(arrays(b_shape))
+
+
+def eigh_loss(a, uplo):
+    # invariant under eigenvector signs: squares of the vectors, and the values
+    w, v = np.linalg.eigh(a, uplo)
+    return np.sum(v * v * weights(np.shape(v))) + np.sum(w * weights(np.shape(w), 2))
+
+
+def svd_loss(a, hermitian=False):
+    u, s, vh = np.linalg.svd(a, full_matrices=False, hermitian=hermitian)
+    return (np.sum(u * u * weights(np.shape(u))) + np.sum(s * weights(np.shape(s), 2))
+            + np.sum(vh * vh * weights(np.shape(vh), 3)))  # fmt: skip
+
+
+def qr_loss(a, mode):
+    # invariant under the signs of Q's columns and R's rows, which Householder
+    # reflections flip where a subdiagonal entry crosses zero
+    if mode == "r":
+        r = np.linalg.qr(a, mode="r")
+        return r * r
+    q, r = np.linalg.qr(a)
+    q_r = np.expand_dims(q[..., :, 0], -1) * np.expand_dims(r[..., 0, :], -2)
+    return (np.sum(q * q * weights(np.shape(q))) + np.sum(r * r * weights(np.shape(r), 2))
+            + np.sum(q_r * weights(np.shape(q_r), 3)))  # fmt: skip
+
+
+def slogdet_loss(a):
+    sign, logdet = np.linalg.slogdet(a)
+    return logdet * sign
+
+
+def lstsq_draw(data):
+    m, n = data.draw(dims), data.draw(dims)
+    m = max(m, n)  # full column rank
+    a = separated(data, n, m, batch=())
+    return a, data.draw(arrays(data.draw(st.sampled_from([(m,), (m, 2)]))))
+
+
+def norm_base(shape):
+    """A fixed matrix away from every kink of a norm: entries away from 0 and from each
+    other, no ties among row or column sums, distinct nonzero singular values."""
+    rng = np.random.default_rng(5)
+    return rng.choice([-1.0, 1.0], shape) * rng.uniform(0.5, 2.0, shape)
+
+
+def norm_draw(data):
+    shape = data.draw(st.sampled_from([(4,), (3, 4), (2, 3, 4)]))
+    x = norm_base(shape) + data.draw(arrays(shape, -5e-4, 5e-4))
+    nd = len(shape)
+    kind = data.draw(st.sampled_from(["vector", "matrix", "all"]))
+    if kind == "all" or nd == 1:
+        ords = [None] if nd > 2 else [None, "fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf]
+        if nd == 1:
+            ords = [None, 0, 1, 2, 3, 0.5, -1.5, np.inf, -np.inf]
+        return x, data.draw(st.sampled_from(ords)), None, data.draw(st.booleans())
+    if kind == "vector":
+        axis = data.draw(st.integers(-nd, nd - 1))
+        ord_ = data.draw(st.sampled_from([None, 0, 1, 2, 3, 0.5, np.inf, -np.inf]))
+        return x, ord_, axis, data.draw(st.booleans())
+    axis = tuple(data.draw(st.permutations(range(nd)))[:2])
+    ord_ = data.draw(st.sampled_from([None, "fro", "nuc", 1, -1, 2, -2, np.inf, -np.inf]))
+    return x, ord_, axis, data.draw(st.booleans())
+
+
+def norm(x, ord, axis, keepdims):
+    return np.linalg.norm(x, ord, axis, keepdims)
+
+
 CASES = [
     Case(np.matmul, matmul_draw, argnums=(0, 1)),
     Case(np.dot, dot_draw, argnums=(0, 1)),
     Case(np.tensordot, tensordot_draw, argnums=(0, 1)),
+    Case(np.einsum, einsum_draw(1), argnums=(1,), name="einsum-1"),
+    Case(np.einsum, einsum_draw(2), argnums=(1, 2), name="einsum-2"),
+    Case(np.einsum, einsum_draw(3), argnums=(1, 2, 3), name="einsum-3"),
+    Case(
+        np.einsum,
+        einsum_interleaved_draw,
+        einsum_interleaved,
+        argnums=(0, 1),
+        name="einsum-interleaved",
+    ),  # fmt: skip
+    Case(np.cross, cross_draw, lambda a, b, axes: np.cross(a, b, **axes), argnums=(0, 1)),
+    Case(np.vecdot, vec_draw, argnums=(0, 1)),
+    Case(np.matvec, matvec_draw, argnums=(0, 1)),
+    Case(np.vecmat, vecmat_draw, argnums=(0, 1)),
+    Case(np.linalg.inv, lambda d: (general(d),)),
+    Case(np.linalg.det, lambda d: (general(d),)),
+    Case(np.linalg.solve, solve_draw, argnums=(0, 1)),
+    Case(np.linalg.pinv, rectangular, rtol=1e-4),
+    Case(
+        np.linalg.pinv,
+        lambda d: (separated(d),),
+        lambda a: np.linalg.pinv(a, hermitian=True),
+        rtol=1e-4,
+        name="pinv-hermitian",
+    ),  # fmt: skip
+    Case(
+        np.linalg.cholesky,
+        lambda d: (spd(d), d.draw(st.booleans())),
+        lambda a, upper: np.linalg.cholesky(a, upper=upper),
+    ),  # fmt: skip
+    Case(np.linalg.eigvalsh, lambda d: (separated(d), d.draw(st.sampled_from("LU")))),
+    Case(
+        linalg.eigh_packed,
+        lambda d: (separated(d), d.draw(st.sampled_from("LU"))),
+        eigh_loss,
+        name="eigh",
+    ),  # fmt: skip
+    Case(np.linalg.svdvals, rectangular),
+    Case(linalg.svd_packed, rectangular, svd_loss, rtol=1e-4, name="svd"),
+    Case(
+        linalg.svd_packed,
+        lambda d: (separated(d),),
+        lambda a: svd_loss(a, hermitian=True),
+        rtol=1e-4,
+        name="svd-hermitian",
+    ),  # fmt: skip
+    Case(
+        linalg.qr_packed,
+        lambda d: (
+            separated(d, d.draw(dims), d.draw(dims)),
+            d.draw(st.sampled_from(["reduced", "r"])),
+        ),
+        qr_loss,
+        name="qr",
+    ),  # fmt: skip
+    Case(linalg.slogdet_packed, lambda d: (general(d),), slogdet_loss, name="slogdet"),
+    Case(
+        linalg.lstsq_solution,
+        lstsq_draw,
+        lambda a, b: np.linalg.lstsq(a, b)[0],
+        argnums=(0, 1),
+        rtol=1e-4,
+        name="lstsq",
+    ),  # fmt: skip
+    Case(np.linalg.norm, norm_draw, norm, rtol=1e-4),
 ]
 
-test_product_rules = rule_test(CASES)
+test_product_and_linalg_rules = rule_test(CASES)
 
 
-def test_matmul_operator_and_method():
-    from tape import grad
+# -- implementations: entered on nodes, checked against NumPy's values and differences -------
 
-    rng = np.random.default_rng(1)
-    A, B = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
-    gA, gB = grad(lambda A, B: np.sum(A @ B) + np.sum(A.dot(B)))(A, B)
-    np.testing.assert_allclose(gA, 2 * np.ones((3, 2)) @ B.T)
-    np.testing.assert_allclose(gB, 2 * A.T @ np.ones((3, 2)))
+
+def kron_draw(data):
+    shapes = data.draw(
+        st.sampled_from([((2,), (3,)), ((2, 3), (2, 2)), ((2,), (3, 2)), ((1, 2, 2), (3,))])
+    )
+    return tuple(data.draw(arrays(s)) for s in shapes)
+
+
+def multi_dot_draw(data):
+    n = data.draw(st.integers(2, 5))
+    sizes = [data.draw(dims) for _ in range(n + 1)]
+    arrays_ = [data.draw(arrays((sizes[i], sizes[i + 1]))) for i in range(n)]
+    if data.draw(st.booleans()):
+        arrays_[0] = arrays_[0][0]
+    if data.draw(st.booleans()):
+        arrays_[-1] = arrays_[-1][:, 0]
+    return tuple(arrays_)
+
+
+def tensorsolve_draw(data):
+    a = general(data, 6, ()).reshape(6, 2, 3)
+    axes = data.draw(st.sampled_from([None, (0,)]))
+    if axes == (0,):
+        a = np.moveaxis(a, 2, 0).reshape(3, 6, 2)
+        axes = (0,)
+    return a, data.draw(arrays((6,))), axes
+
+
+IMPLEMENTED = [
+    # (function, draw, what to differentiate, argnums)
+    (np.vdot, lambda d: (d.draw(arrays((2, 3))), d.draw(arrays((3, 2)))), None, (0, 1)),
+    (np.inner, lambda d: (d.draw(arrays((2, 3))), d.draw(arrays((4, 3)))), None, (0, 1)),
+    (
+        np.inner,
+        lambda d: (
+            d.draw(
+                arrays(()),
+            ),
+            d.draw(arrays((4, 3))),
+        ),
+        None,
+        (0, 1),
+    ),
+    (np.outer, lambda d: (d.draw(arrays((2, 3))), d.draw(arrays((4,)))), None, (0, 1)),
+    (np.linalg.outer, lambda d: (d.draw(arrays((2,))), d.draw(arrays((4,)))), None, (0, 1)),
+    (np.kron, kron_draw, None, (0, 1)),
+    (np.linalg.cross, lambda d: (d.draw(arrays((2, 3))), d.draw(arrays((3,)))), None, (0, 1)),
+    (np.linalg.multi_dot, multi_dot_draw, lambda *a: np.linalg.multi_dot(list(a)), None),
+    (np.linalg.matrix_power, lambda d: (general(d), d.draw(st.integers(-3, 5))), None, (0,)),
+    (
+        np.linalg.tensorinv,
+        lambda d: d.draw(
+            st.sampled_from(
+                [(general(d, 6, ()).reshape(2, 3, 6), 2), (general(d, 6, ()).reshape(6, 2, 3), 1)]
+            )
+        ),
+        None,
+        (0,),
+    ),  # fmt: skip
+    (np.linalg.tensorsolve, tensorsolve_draw, None, (0, 1)),
+    (
+        np.linalg.cond,
+        lambda d: (separated(d) + 0.7, d.draw(st.sampled_from([None, 2, -2, 1, "fro", np.inf]))),
+        None,
+        (0,),
+    ),  # fmt: skip
+    (
+        np.linalg.vector_norm,
+        lambda d: (
+            d.draw(arrays((2, 3, 4), 0.5, 2.0)) + np.arange(24.0).reshape(2, 3, 4),
+            d.draw(st.sampled_from([None, 0, -1, (0, 2), (1, 0)])),
+            d.draw(st.booleans()),
+            d.draw(st.sampled_from([1, 2, 3, np.inf])),
+        ),
+        lambda x, axis, keepdims, ord: np.linalg.vector_norm(
+            x, axis=axis, keepdims=keepdims, ord=ord
+        ),
+        (0,),
+    ),  # fmt: skip
+    (
+        np.linalg.matrix_norm,
+        lambda d: (
+            separated(d) + 0.7,
+            d.draw(st.booleans()),
+            d.draw(st.sampled_from(["fro", "nuc", 2, 1])),
+        ),
+        lambda x, keepdims, ord: np.linalg.matrix_norm(x, keepdims=keepdims, ord=ord),
+        (0,),
+    ),
+    (np.linalg.eigh, lambda d: (separated(d), "L"), eigh_loss, (0,)),
+    (np.linalg.svd, rectangular, svd_loss, (0,)),
+    (np.linalg.qr, lambda d: (separated(d, d.draw(dims), d.draw(dims)), "reduced"), qr_loss, (0,)),
+    (np.linalg.slogdet, lambda d: (general(d),), slogdet_loss, (0,)),
+    (np.linalg.lstsq, lstsq_draw, lambda a, b: np.linalg.lstsq(a, b)[1], (0, 1)),
+]
+IDS = [f"{f.__name__}-{i}" for i, (f, *_) in enumerate(IMPLEMENTED)]
+
+
+@pytest.mark.parametrize("f, draw, fn, argnums", IMPLEMENTED, ids=IDS)
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_implementations_match_finite_differences(f, draw, fn, argnums, data):
+    assert implementation_of(f) is not None
+    args = draw(data)
+    fn = fn or f
+    if argnums is None:
+        argnums = tuple(range(len(args)))
+    check_grads(fn, *args, argnums=argnums, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("f, draw, fn, argnums", IMPLEMENTED[:14], ids=IDS[:14])
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_implementations_give_numpys_values(f, draw, fn, argnums, data):
+    from tape import Leaf, Tape
+
+    args = draw(data)
+    fn = fn or f
+    nodes = list(args)
+    t = Tape()
+    for i in argnums or range(len(args)):
+        nodes[i] = Leaf(t, args[i])
+    got = fn(*nodes)
+    np.testing.assert_allclose(getattr(got, "value", got), fn(*args), rtol=1e-10, atol=1e-12)
+
+
+# -- the array-API names and results shaped like NumPy's -------------------------------------
+
+
+def test_array_api_aliases_are_recorded_through_the_rules():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 3))
+    for f, args in [
+        (np.linalg.matmul, (a, b)),
+        (np.linalg.tensordot, (a, np.swapaxes(b, 0, 1))),
+        (np.linalg.vecdot, (a, rng.standard_normal(4))),
+        (np.linalg.svdvals, (a,)),
+    ]:
+        check_grads(f, *args, argnums=tuple(range(len(args))))
+
+
+def test_tuple_results_unpack_like_numpys():
+    from tape import Leaf, Tape
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 4, 3))
+    t = Tape()
+    x = Leaf(t, a)
+    for f, args in [(np.linalg.svd, (False,)), (np.linalg.qr, ())]:
+        got, want = f(x, *args), f(a, *args)
+        assert type(got) is type(want) and got._fields == want._fields
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.value, w, atol=1e-12)
+    s = a[0].T @ a[0] + np.eye(3)
+    w, v = np.linalg.eigh(Leaf(t, s))
+    np.testing.assert_allclose(w.value, np.linalg.eigvalsh(s))
+    sign, logdet = np.linalg.slogdet(Leaf(t, s))
+    assert type(np.linalg.slogdet(Leaf(t, s))).__name__ == "SlogdetResult"
+    np.testing.assert_allclose(logdet.value, np.log(np.linalg.det(s)))
+    x, residuals, rank, sv = np.linalg.lstsq(Leaf(t, a[0]), Leaf(t, a[1, :, 0]))
+    want = np.linalg.lstsq(a[0], a[1, :, 0])
+    assert rank == want[2]
+    np.testing.assert_allclose(residuals.value, want[1])
+
+
+def test_eigenvalue_gradients_are_finite_at_degenerate_eigenvalues():
+    # the identity has one eigenvalue of multiplicity 3: sum(w) = trace is still smooth
+    a = np.eye(3) * 2.0
+    (g,) = grad(lambda a: np.sum(np.linalg.eigh(a)[0] ** 2))(a)
+    np.testing.assert_allclose(g, 4.0 * np.eye(3))
+    (g,) = grad(lambda a: np.sum(np.linalg.eigvalsh(a)))(a)
+    np.testing.assert_allclose(g, np.eye(3))
+
+
+def test_gradients_read_the_triangle_numpy_reads():
+    rng = np.random.default_rng(2)
+    b = rng.standard_normal((3, 3))
+    s = b @ b.T + 3 * np.eye(3)
+    (g,) = grad(lambda a: np.sum(np.linalg.cholesky(a) * weights((3, 3))))(s)
+    assert np.all(np.triu(g, 1) == 0)
+    (g,) = grad(lambda a: np.sum(np.linalg.eigvalsh(a, UPLO="U") ** 3))(s)
+    assert np.all(np.tril(g, -1) == 0)
+    # through a symmetric input the gradient is the usual symmetric one: d tr(S^3)/dS = 3 S^2
+    (gb,) = grad(lambda b: np.sum(np.linalg.eigvalsh(b @ b.T) ** 3))(b)
+    np.testing.assert_allclose(gb, 2 * 3 * (b @ b.T) @ (b @ b.T) @ b, rtol=1e-10)
+
+
+def test_float32_stays_float32():
+    a = (np.eye(3) * 4 + 0.1).astype(np.float32)
+    for f in (np.linalg.inv, np.linalg.det, lambda a: np.linalg.eigh(a)[0], np.linalg.svdvals,
+              lambda a: np.einsum("ii->", a), lambda a: np.linalg.norm(a, "nuc")):  # fmt: skip
+        (g,) = grad(lambda a, f=f: np.sum(f(a)))(a)
+        assert g.dtype == np.float32
+
+
+def test_unsupported_gauges_are_refused_in_the_forward_pass():
+    from tape import Leaf, Tape
+
+    t = Tape()
+    x = Leaf(t, np.ones((3, 2)))
+    with pytest.raises(NotImplementedError, match="full_matrices=False"):
+        np.linalg.svd(x)
+    with pytest.raises(NotImplementedError, match="mode='reduced'"):
+        np.linalg.qr(x, mode="complete")
+
+
+SECOND_ORDER = [
+    ("einsum", lambda a: np.einsum("ij,jk,ki->", a, a, a)),
+    ("inv", lambda a: np.sum(np.linalg.inv(a) * weights((3, 3)))),
+    ("det", np.linalg.det),
+    ("solve", lambda a: np.sum(np.linalg.solve(a, np.arange(3.0)) ** 2)),
+    ("cholesky", lambda a: np.sum(np.linalg.cholesky(a @ a.T) * weights((3, 3)))),
+    ("eigh", lambda a: eigh_loss(a, "L")),
+    ("svd", svd_loss),
+    ("qr", lambda a: qr_loss(a, "reduced")),
+    ("norm-nuc", lambda a: np.linalg.norm(a, "nuc")),
+    ("norm-3", lambda a: np.linalg.norm(a[0], 3)),
+]
+
+
+@pytest.mark.parametrize("name, f", SECOND_ORDER, ids=[n for n, _ in SECOND_ORDER])
+def test_second_order_matches_differences_of_the_first(name, f):
+    rng = np.random.default_rng(3)
+    a = rng.uniform(-0.5, 0.5, (3, 3)) + np.diag([10.0, 20.0, 30.0])
+    w = weights((3, 3), 4)
+    first = lambda a: np.sum(grad(f)(a)[0] * w)  # noqa: E731
+    (got,) = grad(first)(a)
+    np.testing.assert_allclose(got, numeric_grad(first, (a,), 0), rtol=1e-5, atol=1e-7)
+
+
+# -- SciPy counterparts ---------------------------------------------------------------------
+
+try:
+    import scipy.linalg as sla
+except ImportError:  # SciPy is optional
+    sla = None
+
+
+def square(data, n=None):
+    """A well-conditioned matrix, rows permuted so that LU pivots."""
+    a = general(data, n, batch=())
+    return a[list(data.draw(st.permutations(range(a.shape[0]))))]
+
+
+def with_rhs(data, a):
+    n = a.shape[-1]
+    return data.draw(arrays(data.draw(st.sampled_from([(n,), (n, 2)]))))
+
+
+def solve_triangular_draw(data):
+    a = general(data, batch=())
+    options = (
+        data.draw(st.sampled_from([0, 1, "T"])),
+        data.draw(st.booleans()),
+        data.draw(st.booleans()),
+    )
+    return (a, with_rhs(data, a), *options)
+
+
+def scipy_solve_draw(data):
+    a = general(data, batch=())
+    structures = [None, "sym", "pos", "lower triangular", "upper triangular", "diagonal"]
+    assume_a = data.draw(st.sampled_from(structures))
+    return a, with_rhs(data, a), data.draw(st.booleans()), assume_a, data.draw(st.booleans())
+
+
+def cho_draw(data):
+    a = spd(data)
+    a = a[(0,) * (a.ndim - 2)]  # SciPy's: one matrix
+    return a, with_rhs(data, a), data.draw(st.booleans())
+
+
+def lu_draw(data):
+    a = square(data)
+    return a, with_rhs(data, a), data.draw(st.sampled_from([0, 1]))
+
+
+if sla is not None:
+    SCIPY_CASES = [
+        Case(linalg.solve_triangular, solve_triangular_draw, argnums=(0, 1)),
+        Case(
+            linalg.cho_solve,
+            cho_draw,
+            lambda a, b, lower: linalg.cho_solve(linalg.cho_factor(a, lower), b),
+            argnums=(0, 1),
+        ),  # fmt: skip
+        Case(
+            linalg.cho_factor_matrix,
+            lambda d: cho_draw(d)[::2],
+            lambda a, lower: (np.tril if lower else np.triu)(linalg.cho_factor(a, lower)[0]),
+        ),
+        Case(
+            linalg.expm,
+            lambda d: (d.draw(arrays(d.draw(BATCHES) + (d.draw(dims),) * 2, -1.0, 1.0)),),
+            rtol=1e-4,
+        ),  # fmt: skip
+        Case(linalg.inv, lambda d: (general(d, batch=()),)),
+        Case(linalg.det, lambda d: (general(d, batch=()),)),
+        Case(linalg.cholesky, lambda d: cho_draw(d)[::2]),
+        Case(
+            linalg.solve,
+            scipy_solve_draw,
+            lambda a, b, lower, assume_a, transposed: linalg.solve(
+                a, b, lower, assume_a=assume_a, transposed=transposed
+            ),
+            argnums=(0, 1),
+        ),  # fmt: skip
+        Case(
+            linalg.lu_solve,
+            lu_draw,
+            lambda a, b, trans: linalg.lu_solve(linalg.lu_factor(a), b, trans),
+            argnums=(0, 1),
+        ),  # fmt: skip
+        Case(
+            linalg.lu_factor_packed,
+            lambda d: (square(d),),
+            lambda a: linalg.lu_factor(a)[0],
+            name="lu_factor",
+        ),
+    ]
+    CASES = CASES + SCIPY_CASES
+    test_scipy_counterparts = rule_test(SCIPY_CASES, max_examples=10)
+
+    def test_scipy_counterparts_give_scipys_values():
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((3, 3)) + 4 * np.eye(3)
+        b = rng.standard_normal(3)
+        s = a @ a.T
+        np.testing.assert_allclose(
+            linalg.solve_triangular(a, b, lower=True), sla.solve_triangular(a, b, lower=True)
+        )
+        np.testing.assert_allclose(
+            linalg.cho_solve(linalg.cho_factor(s), b), sla.cho_solve(sla.cho_factor(s), b)
+        )
+        np.testing.assert_allclose(linalg.expm(a / 4), sla.expm(a / 4))
+        lu, piv = linalg.lu_factor(a[::-1])
+        want_lu, want_piv = sla.lu_factor(a[::-1])
+        np.testing.assert_allclose(lu, want_lu)
+        np.testing.assert_array_equal(piv, want_piv)
+        assert set(linalg.SCIPY_COUNTERPARTS) == {
+            getattr(sla, f.__name__) for f in linalg.SCIPY_COUNTERPARTS.values()
+        }
+
+    def test_scipy_counterparts_on_nodes_unpack_like_scipy():
+        from tape import Leaf, Tape
+
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((3, 3)) + 4 * np.eye(3)
+        t = Tape()
+        lu, piv = linalg.lu_factor(Leaf(t, a[::-1]))
+        np.testing.assert_array_equal(piv, sla.lu_factor(a[::-1])[1])
+        assert piv.dtype == np.int32 and not hasattr(piv, "tape")
+        c, lower = linalg.cho_factor(Leaf(t, a @ a.T), lower=True)
+        assert lower is True
+        np.testing.assert_allclose(np.tril(c.value), np.linalg.cholesky(a @ a.T))
+
+    def test_second_order_through_expm():
+        rng = np.random.default_rng(4)
+        a = rng.uniform(-0.5, 0.5, (3, 3))
+        w = weights((3, 3), 5)
+        f = lambda a: np.sum(linalg.expm(a) * w)  # noqa: E731
+        first = lambda a: np.sum(grad(f)(a)[0] * w)  # noqa: E731
+        (got,) = grad(first)(a)
+        np.testing.assert_allclose(got, numeric_grad(first, (a,), 0), rtol=1e-5, atol=1e-7)
+
+    def test_a_conversion_inside_scipy_can_name_the_counterpart():
+        import sys
+
+        seen = []
+
+        class Refuses:  # converts like a node would, remembering what it could suggest
+            shape, ndim, dtype = (2, 2), 2, np.dtype(float)
+
+            def __array__(self, dtype=None, copy=None):
+                seen.append(linalg.scipy_counterpart(sys._getframe(1)))
+                raise TypeError("no")
+
+        for f in (sla.solve_triangular, sla.cho_factor, sla.expm, sla.lu_factor):
+            with pytest.raises(TypeError):
+                f(Refuses(), np.ones(2)) if f is sla.solve_triangular else f(Refuses())
+        assert seen == [
+            f"sensitivities.linalg.{n}"
+            for n in ("solve_triangular", "cho_factor", "expm", "lu_factor")
+        ]
+        assert linalg.scipy_counterpart(sys._getframe()) is None
+
+
+def test_norm_with_keepdims_under_broadcasting():
+    x = norm_base((3, 4))
+    w = weights((2, 3, 4))
+    for ord_, axis in [(None, 1), (3, 0), (np.inf, 1), ("nuc", (0, 1)), (1, (1, 0))]:
+        check_grads(lambda x, o=ord_, a=axis: np.linalg.norm(x, o, a, keepdims=True) * w, x)
+
+
+def test_norm_at_the_origin_has_the_subgradient_zero():
+    (g,) = grad(lambda x: np.linalg.norm(x))(np.zeros(3))
+    np.testing.assert_array_equal(g, np.zeros(3))
+
+
+def test_matrix_rank_is_a_constant():
+    from tape import Leaf, Tape
+
+    t = Tape()
+    rank = np.linalg.matrix_rank(Leaf(t, np.eye(3)))
+    assert rank == 3 and not hasattr(rank, "tape")
+
+
+# -- complex input: the adjoint zbar with dL = Re(zbar dz), as the elementwise rules have it ---
+
+
+def complex_numeric_grad(loss, args, argnum, h=1e-6):
+    """zbar by central differences along the real and imaginary parts."""
+    x = args[argnum]
+    zbar = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        for unit in (1.0, 1j):
+            e = np.zeros_like(x)
+            e[i] = unit * h
+            up, down = list(args), list(args)
+            up[argnum], down[argnum] = x + e, x - e
+            d = (loss(*up) - loss(*down)) / (2 * h)
+            zbar[i] += d if unit == 1.0 else -1j * d
+    return zbar
+
+
+def check_complex_grads(f, *args, argnums=(0,)):
+    w = np.random.default_rng(7).standard_normal(np.shape(f(*args))) * (1 + 0.5j)
+    loss = lambda *a: np.real(np.sum(f(*a) * w))  # noqa: E731
+    got = grad(loss, argnums=argnums)(*args)
+    for g, i in zip(got, argnums):
+        np.testing.assert_allclose(g, complex_numeric_grad(loss, args, i), atol=1e-6)
+
+
+_rng = np.random.default_rng(8)
+CA = _rng.standard_normal((3, 3)) + 1j * _rng.standard_normal((3, 3)) + 3 * np.eye(3)
+CB = _rng.standard_normal((3, 2)) + 1j * _rng.standard_normal((3, 2))
+CV = _rng.standard_normal(3) + 1j * _rng.standard_normal(3)
+COMPLEX = [
+    ("matmul", lambda a, b: a @ b, (CA, CB)),
+    ("einsum", lambda a, b: np.einsum("ij,jk->ik", a, b), (CA, CB)),
+    ("einsum-trace", lambda a: np.einsum("ii->", a), (CA,)),
+    ("inv", np.linalg.inv, (CA,)),
+    ("det", np.linalg.det, (CA,)),
+    ("solve", np.linalg.solve, (CA, CB)),
+    ("vdot", np.vdot, (CV, CV[::-1].copy())),
+    ("vecdot", np.vecdot, (CA, CV)),
+    ("vecmat", np.vecmat, (CV, CA)),
+    ("matvec", np.matvec, (CA, CV)),
+    ("cross", np.cross, (CV, CV[::-1].copy())),
+    ("kron", np.kron, (CA, CB)),
+    ("norm", np.linalg.norm, (CA,)),
+    ("norm-3", lambda a: np.linalg.norm(a, 3), (CV,)),
+]
+
+
+@pytest.mark.parametrize("name, f, args", COMPLEX, ids=[c[0] for c in COMPLEX])
+def test_complex_products_follow_the_convention(name, f, args):
+    check_complex_grads(f, *args, argnums=tuple(range(len(args))))
+
+
+@pytest.mark.parametrize("optimize", [False, True, "greedy", "path"])
+def test_einsum_adjoints_take_any_optimize_setting(optimize):
+    rng = np.random.default_rng(6)
+    a, b, c = rng.standard_normal((3, 4)), rng.standard_normal((4, 5)), rng.standard_normal((5, 2))
+    if optimize == "path":  # a contraction path of the forward call's operands
+        optimize = np.einsum_path("ij,jk,kl->il", a, b, c, optimize="optimal")[0]
+    f = lambda a, b, c: np.einsum("ij,jk,kl->il", a, b, c, optimize=optimize)  # noqa: E731
+    check_grads(f, a, b, c, argnums=(0, 1, 2))
+
+
+if sla is not None:
+    _brng = np.random.default_rng(10)
+    _BA = _brng.uniform(-1, 1, (2, 3, 3)) + 4 * np.eye(3)
+    _BB = _brng.standard_normal((2, 3, 2))
+    SCIPY_BATCHED = [
+        ("inv", linalg.inv, (_BA,)),
+        ("det", linalg.det, (_BA,)),
+        ("cholesky", lambda s: linalg.cholesky(s, lower=True), (_BA @ np.swapaxes(_BA, -1, -2),)),
+        ("solve_triangular", lambda a, b: linalg.solve_triangular(a, b, lower=True), (_BA, _BB)),
+        ("solve", linalg.solve, (_BA, _BB)),
+        ("expm", linalg.expm, (_BA / 4,)),
+    ]
+
+    @pytest.mark.parametrize("name, f, args", SCIPY_BATCHED, ids=[c[0] for c in SCIPY_BATCHED])
+    def test_scipy_counterparts_over_batches(name, f, args):
+        check_grads(f, *args, argnums=tuple(range(len(args))))

@@ -1,40 +1,67 @@
-"""Shape and indexing rules against central differences."""
+"""Shape and indexing rules against central differences; implementations also against
+NumPy's own values."""
 
 import operator
 
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 
-from sensitivities.shape import astype, scatter_add
+from sensitivities.shape import astype, pad_copies, scatter_add
+from tape import Leaf, Tape, grad, propagate, reverse_tape
+from tests.fd import numeric_grad
 from tests.sensitivities.cases import Case, rule_test
+from tests.sensitivities.test_reductions import implementation_test
 from tests.strategies import SHAPES, arrays
 
 NONEMPTY = SHAPES.filter(len)
+MATRICES = SHAPES.filter(lambda s: len(s) >= 2)
 
 
 def array(data, shapes=SHAPES):
     return data.draw(shapes.flatmap(arrays))
 
 
+def distinct(data, shapes=SHAPES):
+    """An array without ties, in a random order: sorting is differentiable there."""
+    x = array(data, shapes)
+    order = np.array(data.draw(st.permutations(range(x.size))), dtype=float).reshape(x.shape)
+    return x * 0.05 + order * 0.37  # neighbours at least 0.17 apart, beyond any step of FD
+
+
+def an_axis(data, ndim):
+    return data.draw(st.integers(-ndim, ndim - 1))
+
+
 def reshape_draw(data):
     x = array(data)
-    return x, data.draw(st.sampled_from([(x.size,), (1, x.size), (x.size, 1), (-1,)]))
+    shape = data.draw(st.sampled_from([(x.size,), (1, x.size), (x.size, 1), (-1,)]))
+    return x, shape, data.draw(st.sampled_from(["C", "F"]))
 
 
 def transpose_draw(data):
     x = array(data)
-    return x, data.draw(st.permutations(range(x.ndim)).map(tuple) | st.none())
+    axes = st.permutations(range(x.ndim)).map(lambda p: tuple(a - x.ndim * (a % 2) for a in p))
+    return x, data.draw(axes | st.none())
 
 
 def two_axes(data):
     x = array(data, NONEMPTY)
-    axes = st.integers(-x.ndim, x.ndim - 1)
-    return x, data.draw(axes), data.draw(axes)
+    return x, an_axis(data, x.ndim), an_axis(data, x.ndim)
 
 
 def expand_draw(data):
     x = array(data)
     return x, data.draw(st.integers(-x.ndim - 1, x.ndim))
+
+
+def squeeze_draw(data):
+    x = array(data)
+    ones = data.draw(st.lists(st.integers(0, x.ndim), max_size=2))
+    shape = list(x.shape)
+    for i in sorted(ones, reverse=True):
+        shape.insert(i, 1)
+    return (x.reshape(shape),)
 
 
 def broadcast_draw(data):
@@ -46,34 +73,218 @@ def broadcast_draw(data):
 
 def flip_draw(data):
     x = array(data, NONEMPTY)
-    return x, data.draw(st.none() | st.integers(-x.ndim, x.ndim - 1))
-
-
-def squeeze_draw(data):
-    x = array(data).reshape(data.draw(SHAPES).__len__() * (1,) + data.draw(SHAPES))
-    return (x.reshape(x.shape + (1,)),)
+    return x, data.draw(
+        st.none() | st.integers(-x.ndim, x.ndim - 1) | st.just(tuple(range(x.ndim)))
+    )
 
 
 def matrix_draw(data):
-    x = data.draw(arrays(data.draw(st.tuples(st.integers(1, 4), st.integers(1, 4)))))
+    x = array(data, MATRICES)
     return x, data.draw(st.integers(-2, 2))
 
 
-def index_draw(data):
-    """An array and an index: integer, slice, integer array with repeats, or boolean mask."""
+def joined_draw(stacking=False):
+    """Three arrays to join along an axis (None: flattened, for concatenate)."""
+
+    def draw(data):
+        base = list(data.draw(NONEMPTY))
+        axis = an_axis(data, len(base))
+        shapes = []
+        for _ in range(3):
+            shape = list(base)
+            if not stacking:
+                shape[axis] = data.draw(st.integers(0, 3))
+            shapes.append(tuple(shape))
+        xs = [data.draw(arrays(s)) for s in shapes]
+        if stacking:
+            axis = an_axis(data, len(base) + 1)
+        elif data.draw(st.booleans()):
+            axis = None
+        return (*xs, axis)
+
+    return draw
+
+
+def joined(f):
+    return lambda a, b, c, axis: f([a, b, c], axis=axis)
+
+
+def tile_draw(data):
+    x = array(data)
+    return x, data.draw(
+        st.integers(1, 3) | st.lists(st.integers(1, 3), min_size=1, max_size=4).map(tuple)
+    )
+
+
+def repeat_draw(data):
+    x = array(data)
+    axis = None if x.ndim == 0 or data.draw(st.booleans()) else an_axis(data, x.ndim)
+    n = x.size if axis is None else x.shape[axis]
+    counts = st.lists(st.integers(0, 3), min_size=n, max_size=n)
+    return x, data.draw(st.integers(0, 3) | counts), axis
+
+
+def roll_draw(data):
     x = array(data, NONEMPTY)
-    n = x.shape[0]
-    index = data.draw(
+    if data.draw(st.booleans()):
+        return (
+            x,
+            data.draw(st.integers(-5, 5)),
+            data.draw(st.none() | st.integers(-x.ndim, x.ndim - 1)),
+        )
+    axes = data.draw(st.lists(st.integers(0, x.ndim - 1), min_size=1, max_size=2))
+    return x, tuple(data.draw(st.integers(-5, 5)) for _ in axes), tuple(axes)
+
+
+def rot90_draw(data):
+    x = array(data, MATRICES)
+    axes = data.draw(st.lists(st.integers(0, x.ndim - 1), min_size=2, max_size=2, unique=True))
+    return x, data.draw(st.integers(-3, 5)), tuple(axes)
+
+
+def sort_draw(data):
+    x = distinct(data, NONEMPTY)
+    return x, data.draw(st.none() | st.integers(-x.ndim, x.ndim - 1))
+
+
+def partition_draw(data):
+    x = distinct(data, NONEMPTY)
+    axis = an_axis(data, x.ndim)
+    return x, data.draw(st.integers(-x.shape[axis], x.shape[axis] - 1)), axis
+
+
+def pad_draw(data, modes=("constant", "edge", "reflect", "symmetric", "wrap")):
+    x = distinct(data, NONEMPTY)
+    mode = data.draw(st.sampled_from(modes))
+    most = 4 if mode in ("constant", "edge", "wrap", "symmetric") else 5
+    width = data.draw(
         st.one_of(
-            st.integers(-n, n - 1),
-            st.builds(slice, st.none() | st.integers(-n, n), st.none() | st.integers(-n, n),
-                      st.none() | st.sampled_from([1, 2, -1])),
-            st.lists(st.integers(-n, n - 1), min_size=1, max_size=6).map(np.array),
-            st.lists(st.booleans(), min_size=n, max_size=n).map(lambda b: np.array(b, dtype=bool)),
-            st.just((Ellipsis, 0)),
+            st.integers(0, 3),
+            st.tuples(st.integers(0, 3), st.integers(0, 3)),
+            st.lists(
+                st.tuples(st.integers(0, most), st.integers(0, most)),
+                min_size=x.ndim,
+                max_size=x.ndim,
+            ).map(tuple),
         )
     )
-    return x, index
+    return x, width, mode
+
+
+def pad_any_draw(data):
+    """Every mode NumPy has but a callable, with its options."""
+    modes = ["constant", "edge", "reflect", "symmetric", "wrap", "maximum", "minimum", "mean"]
+    x, width, mode = pad_draw(data, modes + ["median", "linear_ramp"])
+    options = {}
+    if mode == "constant" and data.draw(st.booleans()):
+        options["constant_values"] = data.draw(st.floats(-2, 2))
+    elif mode in ("reflect", "symmetric"):
+        options["reflect_type"] = "even"
+    elif mode in ("maximum", "minimum", "mean", "median") and data.draw(st.booleans()):
+        options["stat_length"] = data.draw(
+            st.integers(1, 3) | st.tuples(st.integers(1, 3), st.integers(1, 3))
+        )
+    elif mode == "linear_ramp" and data.draw(st.booleans()):
+        options["end_values"] = data.draw(st.tuples(st.floats(-2, 2), st.floats(-2, 2)))
+    return x, width, mode, options
+
+
+def diagonal_draw(data):
+    x = array(data, MATRICES)
+    axes = data.draw(
+        st.lists(
+            st.integers(-x.ndim, x.ndim - 1), min_size=2, max_size=2, unique_by=lambda a: a % x.ndim
+        )
+    )
+    return x, data.draw(st.integers(-3, 3)), *axes
+
+
+def diag_draw(data):
+    x = array(data, st.sampled_from([(1,), (3,), (2, 3), (4, 2), (3, 3)]))
+    return x, data.draw(st.integers(-2, 2))
+
+
+def take_draw(data):
+    x = array(data, NONEMPTY)
+    axis = data.draw(st.none() | st.integers(-x.ndim, x.ndim - 1))
+    n = x.size if axis is None else x.shape[axis]
+    mode = data.draw(st.sampled_from(["raise", "wrap", "clip"]))
+    index = st.integers(-n, n - 1) if mode == "raise" else st.integers(-2 * n, 2 * n)
+    indices = data.draw(index | st.lists(index, min_size=1, max_size=5).map(np.array))
+    return x, indices, axis, mode
+
+
+def choose_draw(data):
+    shape = data.draw(SHAPES)
+    n = data.draw(st.integers(1, 3))
+    a = np.array(
+        data.draw(
+            st.lists(
+                st.integers(0, n - 1), min_size=int(np.prod(shape)), max_size=int(np.prod(shape))
+            )
+        )
+    ).reshape(shape)
+    choices = [data.draw(arrays(shape)) for _ in range(n)]
+    return a, *choices, *(None,) * (3 - n)
+
+
+def chosen(a, x, y, z):
+    return np.choose(a, [c for c in (x, y, z) if c is not None])
+
+
+# -- indexing: every kind, and mixtures ----------------------------------------------------
+
+
+def index_draw(data):
+    """An array and an index tuple: integers, slices (negative steps too), None, an
+    Ellipsis, integer arrays with repeats (broadcasting together) or a boolean mask, in
+    any mixture, advanced parts separated by slices or not."""
+    x = array(data, NONEMPTY)
+    advanced = data.draw(st.sampled_from(["array", "mask"]))
+    size = data.draw(st.integers(1, 4))
+    kinds = data.draw(
+        st.lists(
+            st.sampled_from(["int", "slice", "none", "advanced"]), min_size=1, max_size=x.ndim + 1
+        )
+    )
+    while sum(k != "none" for k in kinds) > x.ndim:
+        kinds.pop()
+    # parts before an Ellipsis index the first dimensions, parts after it the last ones
+    split = data.draw(st.none() | st.integers(0, len(kinds)))
+    after = 0 if split is None else sum(k != "none" for k in kinds[split:])
+    parts, dim, masked = [], 0, False
+    for i, kind in enumerate(kinds):
+        if i == split:
+            parts.append(Ellipsis)
+            dim = x.ndim - after
+        if kind == "none":
+            parts.append(None)
+            continue
+        n = x.shape[dim]
+        if kind == "int":
+            parts.append(data.draw(st.integers(-n, n - 1)))
+        elif kind == "slice":
+            bound = st.none() | st.integers(-n - 1, n + 1)
+            parts.append(
+                slice(
+                    data.draw(bound),
+                    data.draw(bound),
+                    data.draw(st.sampled_from([None, 1, 2, -1, -2])),
+                )
+            )
+        elif advanced == "array":
+            ints = st.lists(st.integers(-n, n - 1), min_size=size, max_size=size)
+            parts.append(np.array(data.draw(ints)))
+        elif not masked:
+            mask = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
+            parts.append(np.array(mask, dtype=bool))
+            masked = True
+        else:
+            parts.append(slice(None))
+        dim += 1
+    if split == len(kinds):
+        parts.append(Ellipsis)
+    return x, tuple(parts)
 
 
 def scatter_draw(data):
@@ -83,35 +294,436 @@ def scatter_draw(data):
 
 
 CASES = [
-    Case(np.reshape, reshape_draw),
-    Case(np.ravel, lambda d: (array(d),)),
-    Case(np.squeeze, lambda d: (array(d).reshape((1,) + array(d).shape[:0] + (-1,)),)),
+    Case(np.reshape, reshape_draw, fn=lambda x, shape, order: np.reshape(x, shape, order=order)),
+    Case(np.ravel, lambda d: (array(d), d.draw(st.sampled_from(["C", "F"])))),
+    Case(np.squeeze, squeeze_draw),
     Case(np.expand_dims, expand_draw),
     Case(np.broadcast_to, broadcast_draw),
+    Case(np.copy, lambda d: (array(d),)),
     Case(np.transpose, transpose_draw),
+    Case(np.matrix_transpose, lambda d: (array(d, MATRICES),)),
     Case(np.swapaxes, two_axes),
     Case(np.moveaxis, two_axes),
+    Case(np.concatenate, joined_draw(), fn=joined(np.concatenate), argnums=(0, 1, 2)),
+    Case(np.stack, joined_draw(stacking=True), fn=joined(np.stack), argnums=(0, 1, 2)),
+    Case(np.tile, tile_draw),
+    Case(np.repeat, repeat_draw),
     Case(np.flip, flip_draw),
+    Case(np.roll, roll_draw),
+    Case(np.rot90, rot90_draw),
+    Case(np.sort, sort_draw),
+    Case(np.partition, partition_draw),
+    Case(pad_copies, pad_draw, fn=lambda x, width, mode: np.pad(x, width, mode)),
     Case(np.triu, matrix_draw),
     Case(np.tril, matrix_draw),
+    Case(np.diagonal, diagonal_draw),
+    Case(np.diag, diag_draw),
+    Case(np.take, take_draw, fn=lambda x, i, axis, mode: np.take(x, i, axis=axis, mode=mode)),
+    Case(np.choose, choose_draw, fn=chosen, argnums=(1,)),
     Case(astype, lambda d: (array(d), np.float64)),
     Case(operator.getitem, index_draw),
     Case(scatter_add, scatter_draw, argnums=(2,)),
 ]
 
-test_shape_rules = rule_test(CASES)
+test_shape_rules = rule_test(CASES, max_examples=15)
+
+
+# -- implementations ------------------------------------------------------------------------
+
+
+def joined_pieces(pieces):
+    """The pieces of a split as one array, so that central differences see them all."""
+    return np.concatenate([np.ravel(p) for p in pieces])
+
+
+def split_draw(data, least=1, axis=None):
+    x = array(data, SHAPES.filter(lambda s: len(s) >= least))
+    axis = an_axis(data, x.ndim) if axis is None else axis if x.ndim > 1 else 0
+    n = x.shape[axis]
+    sections = st.sampled_from([k for k in range(1, 5) if n % k == 0])
+    cuts = st.lists(st.integers(0, n), max_size=3).map(sorted)
+    return x, data.draw(sections | cuts), axis
+
+
+def stackable(least):
+    def draw(data):
+        shape = data.draw(st.sampled_from([(), (3,), (2, 3), (2, 3, 2)][:4]))
+        shape = shape if len(shape) >= least or data.draw(st.booleans()) else shape
+        return data.draw(arrays(shape)), data.draw(arrays(shape))
+
+    return draw
+
+
+def pair(f):
+    return lambda a, b: f([a, b])
+
+
+def block_draw(data):
+    n, m = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    return tuple(data.draw(arrays(s)) for s in [(n, m), (n, 2), (1, m), (1, 2)])
+
+
+def insert_draw(data):
+    x = array(data, NONEMPTY)
+    axis = data.draw(st.none() | st.integers(-x.ndim, x.ndim - 1))
+    n = x.size if axis is None else x.shape[axis]
+    obj = data.draw(st.integers(0, n) | st.lists(st.integers(0, n), min_size=1, max_size=3))
+    count = 1 if np.ndim(obj) == 0 else len(obj)
+    if axis is None:
+        values = data.draw(arrays((count,)))
+    else:
+        shape = list(x.shape)
+        shape[axis] = count
+        values = data.draw(arrays(tuple(shape))) if np.ndim(obj) else data.draw(arrays(()))
+    return x, obj, values, axis
+
+
+def delete_draw(data):
+    x = array(data, NONEMPTY)
+    axis = data.draw(st.none() | st.integers(-x.ndim, x.ndim - 1))
+    n = x.size if axis is None else x.shape[axis]
+    obj = data.draw(
+        st.integers(-n, n - 1)
+        | st.lists(st.integers(0, n - 1), max_size=3)
+        | st.just(slice(None, None, 2))
+    )
+    return x, obj, axis
+
+
+def diff_draw(data):
+    x = array(data, NONEMPTY)
+    axis = an_axis(data, x.ndim)
+    edge = x.shape[: axis % x.ndim] + (1,) + x.shape[axis % x.ndim + 1 :]
+    prepend = data.draw(st.none() | arrays(edge) | st.floats(-1, 1))
+    return x, data.draw(st.integers(1, 3)), axis, prepend
+
+
+def diff(x, n, axis, prepend):
+    if prepend is None:
+        return np.diff(x, n, axis)
+    return np.diff(x, n, axis, prepend)
+
+
+def compress_draw(data):
+    x = array(data, NONEMPTY)
+    axis = data.draw(st.none() | st.integers(-x.ndim, x.ndim - 1))
+    n = x.size if axis is None else x.shape[axis]
+    return data.draw(st.lists(st.booleans(), max_size=n)), x, axis
+
+
+def meshgrid_draw(data):
+    xs = [data.draw(arrays((data.draw(st.integers(1, 3)),))) for _ in range(3)]
+    return (*xs, data.draw(st.sampled_from(["xy", "ij"])), data.draw(st.booleans()))
+
+
+def meshgrid(a, b, c, indexing, sparse):
+    return joined_pieces(
+        np.broadcast_arrays(*np.meshgrid(a, b, c, indexing=indexing, sparse=sparse))
+    )
+
+
+def atleast(f):
+    return lambda a, b: joined_pieces([f(a), *f(a, b)])
+
+
+def trim_draw(data):
+    """Nonzero numbers and a mask of where zeros go: the zeros stay zeros under central
+    differences, so that the trimmed shape does not change."""
+    x = data.draw(NONEMPTY.flatmap(lambda s: arrays(s, avoid=0.0)))
+    keep = data.draw(arrays(x.shape)) > 0.5
+    axis = data.draw(st.none() | st.integers(-x.ndim, x.ndim - 1))
+    return x, keep, data.draw(st.sampled_from(["fb", "f", "b", "B"])), axis
+
+
+def along_axis_draw(data):
+    x = array(data, NONEMPTY)
+    return x, an_axis(data, x.ndim), data.draw(st.sampled_from([0, 1, 2]))
+
+
+def along_axis(x, axis, kind):
+    funcs = [lambda r: np.sum(r**2), lambda r: np.cumsum(r) * r, lambda r: np.outer(r, r)]
+    return np.apply_along_axis(funcs[kind], axis, x)
+
+
+IMPLEMENTED = [
+    Case(np.atleast_1d, stackable(0), fn=atleast(np.atleast_1d), argnums=(0, 1)),
+    Case(np.atleast_2d, stackable(0), fn=atleast(np.atleast_2d), argnums=(0, 1)),
+    Case(np.atleast_3d, stackable(0), fn=atleast(np.atleast_3d), argnums=(0, 1)),
+    Case(
+        np.broadcast_arrays,
+        lambda d: d.draw(
+            st.sampled_from([((3,), (2, 1)), ((), (2,)), ((2, 1, 3), (4, 1))]).flatmap(
+                lambda s: st.tuples(arrays(s[0]), arrays(s[1]))
+            )
+        ),
+        fn=lambda a, b: joined_pieces(np.broadcast_arrays(a, b)),
+        argnums=(0, 1),
+    ),
+    Case(np.meshgrid, meshgrid_draw, fn=meshgrid, argnums=(0, 1, 2)),
+    Case(np.hstack, stackable(1), fn=pair(np.hstack), argnums=(0, 1)),
+    Case(np.vstack, stackable(1), fn=pair(np.vstack), argnums=(0, 1)),
+    Case(np.dstack, stackable(1), fn=pair(np.dstack), argnums=(0, 1)),
+    Case(np.column_stack, stackable(1), fn=pair(np.column_stack), argnums=(0, 1)),
+    Case(np.append, lambda d: (array(d), array(d)), fn=np.append, argnums=(0, 1)),
+    Case(
+        np.block, block_draw, fn=lambda a, b, c, d: np.block([[a, b], [c, d]]), argnums=(0, 1, 2, 3)
+    ),
+    Case(np.split, split_draw, fn=lambda x, s, axis: joined_pieces(np.split(x, s, axis))),
+    Case(
+        np.array_split,
+        lambda d: (array(d, NONEMPTY), d.draw(st.integers(1, 5))),
+        fn=lambda x, s: joined_pieces(np.array_split(x, s, axis=-1)),
+    ),
+    Case(
+        np.hsplit,
+        lambda d: split_draw(d, 1, 1)[:2],
+        fn=lambda x, s: joined_pieces(np.hsplit(x, s)),
+        name="hsplit",
+    ),
+    Case(
+        np.vsplit,
+        lambda d: split_draw(d, 2, 0)[:2],
+        fn=lambda x, s: joined_pieces(np.vsplit(x, s)),
+        name="vsplit",
+    ),
+    Case(
+        np.dsplit,
+        lambda d: split_draw(d, 3, 2)[:2],
+        fn=lambda x, s: joined_pieces(np.dsplit(x, s)),
+        name="dsplit",
+    ),
+    Case(
+        np.unstack,
+        lambda d: (array(d, NONEMPTY),),
+        fn=lambda x: joined_pieces(np.unstack(x, axis=-1)),
+    ),
+    Case(
+        np.resize, lambda d: (array(d, NONEMPTY), d.draw(st.sampled_from([(7,), (2, 5), 3, (0,)])))
+    ),
+    Case(np.fliplr, lambda d: (array(d, MATRICES),)),
+    Case(np.flipud, lambda d: (array(d, NONEMPTY),)),
+    Case(np.diff, diff_draw, fn=diff, argnums=(0,)),
+    Case(
+        np.ediff1d,
+        lambda d: (array(d), array(d, NONEMPTY)),
+        fn=lambda x, e: np.ediff1d(x, e, e[:1]),
+        argnums=(0, 1),
+    ),
+    Case(np.diagflat, lambda d: (array(d), d.draw(st.integers(-2, 2)))),
+    Case(np.trace, diagonal_draw),
+    Case(np.compress, compress_draw, argnums=(1,)),
+    Case(np.extract, lambda d: (lambda x: (x > 0, x))(array(d)), argnums=(1,)),
+    Case(np.delete, delete_draw),
+    Case(np.insert, insert_draw, argnums=(0, 2)),
+    Case(np.real_if_close, lambda d: (array(d),)),
+    Case(
+        np.pad, pad_any_draw, fn=lambda x, width, mode, options: np.pad(x, width, mode, **options)
+    ),
+    Case(
+        np.trim_zeros, trim_draw, fn=lambda x, keep, trim, axis: np.trim_zeros(x * keep, trim, axis)
+    ),
+    Case(np.apply_along_axis, along_axis_draw, fn=along_axis),
+]
+
+test_shape_implementations = implementation_test(IMPLEMENTED)
+
+# Functions whose NumPy code runs on nodes as it is, entered with no rule of their own
+ENTERED = [
+    Case(np.rollaxis, two_axes, fn=lambda x, a, b: np.rollaxis(x, a, b % x.ndim)),
+    Case(
+        np.take_along_axis,
+        lambda d: (lambda x, axis: (x, np.argsort(x, axis=axis), axis))(array(d, NONEMPTY), 0),
+        fn=lambda x, i, axis: np.take_along_axis(x, i, axis),
+    ),
+]
+
+test_entered_functions = implementation_test(ENTERED, implemented=False)
+
+
+def test_every_shape_implementation_has_a_case():
+    import sensitivities.shape as family
+    from sensitivities.registry import _implementations
+
+    mine = {f for f, impl in _implementations.items() if impl.__module__ == family.__name__}
+    assert mine <= {c.registered for c in IMPLEMENTED}
+
+
+# -- by hand --------------------------------------------------------------------------------
 
 
 def test_repeated_indices_accumulate():
-    from tape import grad
-
-    (g,) = grad(lambda x: np.sum(x[np.array([0, 0, 2, 0])] * np.array([1.0, 2.0, 3.0, 4.0])))(np.zeros(3))
+    (g,) = grad(lambda x: np.sum(x[np.array([0, 0, 2, 0])] * np.array([1.0, 2.0, 3.0, 4.0])))(
+        np.zeros(3)
+    )
     np.testing.assert_array_equal(g, [7.0, 0.0, 3.0])
+    (g,) = grad(lambda x: np.sum(np.take(x, [1, 1, 1])))(np.zeros(3))
+    np.testing.assert_array_equal(g, [0.0, 3.0, 0.0])
 
 
 def test_indexing_with_a_mask_and_a_slice():
-    from tape import grad
-
     x = np.arange(6.0).reshape(2, 3)
     (g,) = grad(lambda x: np.sum(x[x > 2] ** 2) + np.sum(x[:, 1:]))(x)
     np.testing.assert_array_equal(g, [[0.0, 1.0, 1.0], [6.0, 9.0, 11.0]])
+
+
+def test_advanced_indices_separated_by_a_slice():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    (g,) = grad(lambda x: np.sum(x[[0, 1, 1], :, [3, 0, 0]] * 2.0))(x)
+    expected = np.zeros_like(x)
+    expected[0, :, 3] = 2.0
+    expected[1, :, 0] = 4.0
+    np.testing.assert_array_equal(g, expected)
+
+
+def test_sort_sends_each_adjoint_to_its_element():
+    (g,) = grad(lambda x: np.sort(x)[0] * 1.0 + np.sort(x)[2] * 3.0)(np.array([5.0, 1.0, 3.0]))
+    np.testing.assert_array_equal(g, [3.0, 1.0, 0.0])
+
+
+def test_pad_modes_gather_copies():
+    (g,) = grad(lambda x: np.sum(np.pad(x, 2, mode="wrap")))(np.zeros(3))
+    np.testing.assert_array_equal(g, [2.0, 3.0, 2.0])
+    (g,) = grad(lambda x: np.sum(np.pad(x, (1, 2), mode="edge")))(np.zeros(3))
+    np.testing.assert_array_equal(g, [2.0, 1.0, 3.0])
+
+
+def test_pad_modes_without_a_rule_say_so_in_the_forward_pass():
+    t = Tape()
+    with pytest.raises(NotImplementedError, match="linear_ramp"):
+        np.pad(Leaf(t, np.ones(3)), 1, mode="reflect", reflect_type="odd")
+    with pytest.raises(NotImplementedError, match="function"):
+        np.pad(Leaf(t, np.ones(3)), 1, mode=lambda vector, width, axis, options: None)
+
+
+def test_row_stack_is_vstack():
+    # a deprecated alias that warns, then calls np.vstack
+    with pytest.warns(DeprecationWarning):
+        (g,) = grad(lambda x: np.sum(np.row_stack([x, 2 * x])))(np.ones(3))  # noqa: NPY201
+    np.testing.assert_array_equal(g, [3.0, 3.0, 3.0])
+
+
+def test_reshape_in_memory_order_follows_the_layout():
+    x = np.asfortranarray(np.arange(6.0).reshape(2, 3))
+    w = np.arange(6.0) + 1
+    for order in ("A", "K"):
+        (g,) = grad(lambda x, order=order: np.sum(np.ravel(x, order) * w))(x)
+        np.testing.assert_array_equal(g, np.reshape(w, (2, 3), order="F"))
+
+
+def test_choose_from_an_array_of_choices():
+    choices = np.arange(6.0).reshape(3, 2)
+    (g,) = grad(lambda c: np.sum(np.choose([0, 2], c) * np.array([1.0, 2.0])))(choices)
+    np.testing.assert_array_equal(g, [[1.0, 0.0], [0.0, 0.0], [0.0, 2.0]])
+    (g,) = grad(lambda c: np.sum(np.choose([4, -1], c, mode="wrap")))(choices)
+    np.testing.assert_array_equal(g, [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+
+
+def test_split_pieces_are_separate_records():
+    t = Tape()
+    x = Leaf(t, np.arange(6.0))
+    pieces = np.split(x, 3)
+    assert len(pieces) == 3 and all(p.f is operator.getitem for p in pieces)
+
+
+# -- dtype and second order -----------------------------------------------------------------
+
+FLOAT32 = [
+    lambda x: np.reshape(x, (-1,), order="F"),
+    np.ravel,
+    np.copy,
+    np.transpose,
+    np.sort,
+    lambda x: np.concatenate([x, x], axis=None),
+    lambda x: np.stack([x, x]),
+    lambda x: np.tile(x, 2),
+    lambda x: np.repeat(x, [1, 0, 2, 1], axis=1),
+    lambda x: np.repeat(x, 2),
+    lambda x: np.roll(x, 1),
+    np.rot90,
+    np.diagonal,
+    np.trace,
+    lambda x: np.pad(x, 1, mode="reflect"),
+    lambda x: np.pad(x, 1, mode="linear_ramp", end_values=0.5),
+    lambda x: np.pad(x, (1, 2), mode="mean"),
+    lambda x: np.take(x, [0, 0, 1]),
+    lambda x: x[[0, 0], ::-1],
+    lambda x: x[x > 0.7],
+    lambda x: np.diff(x, 2),
+    lambda x: np.insert(x, 1, 2.0),
+    lambda x: np.partition(x, 1),
+]
+
+
+@pytest.mark.parametrize("f", FLOAT32, ids=range(len(FLOAT32)))
+def test_rules_keep_float32(f):
+    t = Tape()
+    x = Leaf(t, np.random.default_rng(1).uniform(0.5, 1.5, (3, 4)).astype(np.float32))
+    y = np.sum(f(x) ** 2)
+    rt = propagate(t, reverse_tape(y, np.float32(1.0)))
+    assert rt[x].dtype == np.float32
+
+
+SECOND_ORDER = [
+    lambda x: np.sum(np.sort(x, axis=0)[0] ** 3),
+    lambda x: np.sum(x[[0, 0, 2], 1:] ** 3),
+    lambda x: np.sum(x[x > 1.0] ** 3),
+    lambda x: np.sum(np.take(x, [3, 3, 0], axis=1) ** 3),
+    lambda x: np.sum(np.repeat(x, [2, 0, 1], axis=0) ** 3),
+    lambda x: np.sum(np.pad(x, 2, mode="reflect") ** 3),
+    lambda x: np.sum(np.pad(x, 2, mode="median") ** 3),
+    lambda x: np.sum(np.diagonal(x, 1) ** 3),
+    lambda x: np.sum(np.concatenate([x, x**2], axis=1) ** 2),
+    lambda x: np.sum(np.tile(x, (2, 1)) ** 3),
+    lambda x: np.sum(np.diff(x, 2) ** 3),
+    lambda x: np.sum(np.partition(x, 1, axis=0) ** 3 * np.arange(4.0)),
+]
+
+
+@pytest.mark.parametrize("f", SECOND_ORDER, ids=range(len(SECOND_ORDER)))
+def test_second_order(f):
+    x = np.random.default_rng(4).uniform(0.5, 1.5, (3, 4))
+    w = np.random.default_rng(2).standard_normal(x.shape)
+
+    def first(x):
+        return np.sum(grad(f)(x)[0] * w)
+
+    (got,) = grad(first)(x)
+    np.testing.assert_allclose(got, numeric_grad(first, (x,), 0), rtol=1e-5, atol=1e-6)
+
+
+NONDIFFERENTIABLE = [
+    np.shape,
+    np.ndim,
+    np.size,
+    np.argmax,
+    np.argsort,
+    np.nonzero,
+    np.flatnonzero,
+    np.count_nonzero,
+    np.argwhere,
+    np.nanargmax,
+    np.nanargmin,
+    np.tril_indices_from,
+    np.triu_indices_from,
+    np.diag_indices_from,
+    lambda x: np.argpartition(x, 1, axis=None),
+    lambda x: np.isin(x, x[0]),
+    lambda x: np.digitize(x, [0.0, 1.0]),
+    lambda x: np.array_equiv(x, x),
+    lambda x: np.lexsort(x),
+]
+
+
+@pytest.mark.parametrize("f", NONDIFFERENTIABLE, ids=range(len(NONDIFFERENTIABLE)))
+def test_nondifferentiable_functions_give_plain_results(f):
+    x = np.random.default_rng(5).uniform(-1, 2, (3, 3))
+    t = Tape()
+    got = f(Leaf(t, x))
+    expected = f(x)
+    for g, e in zip(
+        *(np.atleast_1d(v) if not isinstance(v, tuple) else v for v in (got, expected))
+    ):
+        assert not hasattr(g, "tape")
+        np.testing.assert_array_equal(g, e)
+    (g,) = grad(lambda x: np.sum(x) * 0.0 + np.sum(f(x)))(x)
+    np.testing.assert_array_equal(g, np.zeros_like(x))

@@ -111,8 +111,8 @@ def test_nested_grad_is_free_of_perturbation_confusion():
 
 # -- random compositions against central differences ---------------------------------------
 
-UNARY = [np.sin, np.cos, np.tanh, np.exp, lambda v: np.log(1.5 + np.sin(v)),
-         lambda v: np.sqrt(1.1 + np.cos(v)), np.square, lambda v: v * 0.5 - 1.0]  # fmt: skip
+UNARY = [np.sin, np.cos, np.tanh, lambda v: np.exp(np.tanh(v)), lambda v: np.log(1.5 + np.sin(v)),
+         lambda v: np.sqrt(1.1 + np.cos(v)), lambda v: np.tanh(v) ** 2, lambda v: v * 0.5 - 1.0]  # fmt: skip
 BINARY = [np.add, np.subtract, np.multiply, lambda a, b: a / (1.5 + np.tanh(b))]
 REDUCE = [np.sum, np.mean, lambda v: np.sum(v, axis=0), lambda v: np.mean(v, axis=-1)]
 

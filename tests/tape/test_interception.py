@@ -46,16 +46,16 @@ def test_a_function_without_a_rule_is_entered_when_numpy_implements_it_in_python
 def test_a_function_that_cannot_be_entered_fails_in_the_forward_pass_naming_it():
     t = Tape()
     x = Leaf(t, X[:3, :3])
-    with pytest.raises(MissingRuleError, match=r"(?s)det.*@tape\.sensitivity") as info:
-        np.linalg.det(x)
+    with pytest.raises(MissingRuleError, match=r"(?s)eigvals.*@tape\.sensitivity") as info:
+        np.linalg.eigvals(x)
     assert isinstance(info.value, TypeError)
     assert len(t) == 1  # a failed call leaves no records behind
 
 
 def test_a_ufunc_without_a_rule_fails_in_the_forward_pass():
     t = Tape()
-    with pytest.raises(MissingRuleError, match=r"sensitivity\(np\.arccosh, 0\)"):
-        np.arccosh(Leaf(t, 2.0))
+    with pytest.raises(MissingRuleError, match=r"sensitivity\(np\.modf, 0\)"):
+        np.modf(Leaf(t, 2.5))
 
 
 def test_an_argument_without_a_rule_fails_in_the_forward_pass():

@@ -1,0 +1,399 @@
+"""The benchmark workloads, each written once per library, and the hand-written NumPy
+gradient that is the limit (and the reference every library's gradient is checked against).
+
+A workload is ``make(lib, quick) -> (run, check)``: ``run()`` computes the value and
+the gradient once; ``check()`` returns the largest relative error of that library's
+value and gradient against the hand-written ones.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+LIBRARIES = ("numpy", "tape", "tape-compiled", "autograd", "torch", "jax", "jax-jit")
+HAND = "numpy"
+
+CHAIN_ITERATIONS = 2000  # six ops each: sin, exp, +, log, *, +
+OPS_PER_ITERATION = 6
+
+
+# -- data -----------------------------------------------------------------------------
+
+
+def mlp_data(seed=0, batch=64, sizes=(64, 128, 10)):
+    rng = np.random.default_rng(seed)
+    params = [
+        rng.standard_normal((sizes[0], sizes[1])) / math.sqrt(sizes[0]),
+        rng.standard_normal(sizes[1]) * 0.1,
+        rng.standard_normal((sizes[1], sizes[2])) / math.sqrt(sizes[1]),
+        rng.standard_normal(sizes[2]) * 0.1,
+    ]
+    x = rng.standard_normal((batch, sizes[0]))
+    y = np.eye(sizes[2])[rng.integers(0, sizes[2], batch)]
+    return params, x, y
+
+
+def matmul_data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((n, n)) / math.sqrt(n) for _ in range(3)]
+
+
+# -- hand-written gradients: the limit ----------------------------------------------------
+
+
+def chain_hand(x, iterations, m=math):
+    """The chain and its gradient by hand: ``m`` is ``math`` for a float, NumPy for arrays."""
+    cos = m.cos
+    xs, es = chain_hand_forward(x, iterations, m)
+    x = xs.pop()
+    g = 1.0 if m is math else np.ones_like(x)
+    for i in range(iterations - 1, -1, -1):
+        e = es[i]
+        g = g + g * (0.01 * e / (e + 1)) * cos(xs[i])
+    return (x if m is math else np.sum(x)), g
+
+
+def chain_hand_forward(x, iterations, m=math):
+    """The chain's values and what the hand-written gradient keeps of them: two lists of
+    floats (no tuples, which the garbage collector would have to scan)."""
+    sin, exp, log = m.sin, m.exp, m.log
+    xs, es = [x], []
+    for _ in range(iterations):
+        e = exp(sin(x))
+        es.append(e)
+        x = x + 0.01 * log(e + 1)
+        xs.append(x)
+    return xs, es
+
+
+def mlp_hand(params, x, y):
+    w1, b1, w2, b2 = params
+    n = x.shape[0]
+    h = np.tanh(x @ w1 + b1)
+    z = h @ w2 + b2
+    z = z - np.max(z, axis=1, keepdims=True)
+    e = np.exp(z)
+    s = np.sum(e, axis=1, keepdims=True)
+    loss = -np.sum(y * (z - np.log(s))) / n
+    dz = (e / s * np.sum(y, axis=1, keepdims=True) - y) / n
+    dh = (dz @ w2.T) * (1 - h * h)
+    return loss, [x.T @ dh, np.sum(dh, axis=0), h.T @ dz, np.sum(dz, axis=0)]
+
+
+def matmul_hand(a, b, c):
+    """sum(tanh(a @ b) @ c): the ones that sum sends back are used as such (structure)."""
+    t = np.tanh(a @ b)
+    value = np.sum(t @ c)
+    dt = np.broadcast_to(np.sum(c, axis=1), t.shape)  # ones @ c.T
+    dc = np.broadcast_to(np.sum(t, axis=0)[:, None], c.shape)  # t.T @ ones
+    dp = dt * (1 - t * t)
+    return value, [dp @ b.T, a.T @ dp, np.array(dc)]
+
+
+# -- the same functions per library ----------------------------------------------------------
+
+
+def chain_fn(np_like):
+    sin, exp, log = np_like.sin, np_like.exp, np_like.log
+
+    def chain(x, iterations=CHAIN_ITERATIONS):
+        for _ in range(iterations):
+            x = x + 0.01 * log(exp(sin(x)) + 1)
+        return x
+
+    return chain
+
+
+def mlp_fn(np_like, max_keepdims):
+    def loss(params, x, y):
+        w1, b1, w2, b2 = params
+        h = np_like.tanh(x @ w1 + b1)
+        z = h @ w2 + b2
+        z = z - max_keepdims(z)
+        logp = z - np_like.log(np_like.sum(np_like.exp(z), axis=1, keepdims=True))
+        return -np_like.sum(y * logp) / x.shape[0]
+
+    return loss
+
+
+def matmul_fn(np_like):
+    return lambda a, b, c: np_like.sum(np_like.tanh(a @ b) @ c)
+
+
+# -- one runner per (library, workload) ------------------------------------------------------
+
+
+class Runner:
+    """``run()`` does value and gradient once; ``result()`` is the last (value, grads) as
+    NumPy; ``compile_s`` is set where the library compiles first."""
+
+    compile_s: float | None = None
+
+    def __init__(self, run, to_numpy=lambda r: r):
+        self.run = run
+        self.to_numpy = to_numpy
+        self.last = None
+
+    def __call__(self):
+        self.last = self.run()
+        return self.last
+
+    def result(self):
+        return self.to_numpy(self.last if self.last is not None else self.run())
+
+
+def _flat(grads):
+    out = []
+    for g in grads if isinstance(grads, (list, tuple)) else [grads]:
+        if isinstance(g, (list, tuple)):
+            out += _flat(g)
+        else:
+            out.append(np.asarray(g, dtype=np.float64))
+    return out
+
+
+def relative_error(result, reference):
+    value, grads = result
+    rvalue, rgrads = reference
+    errors = [abs(float(value) - float(rvalue)) / max(1.0, abs(float(rvalue)))]
+    got, want = _flat(grads), _flat(rgrads)
+    if len(got) != len(want):
+        return math.inf
+    for g, w in zip(got, want):
+        if g.shape != w.shape:
+            return math.inf
+        errors.append(float(np.max(np.abs(g - w)) / max(1.0, float(np.max(np.abs(w))))))
+    return max(errors)
+
+
+def _jax():
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_platforms", "cpu")
+    return jax
+
+
+def _torch():
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set in this process
+        pass
+    return torch
+
+
+def make_chain(lib, x0, iterations):
+    """The scalar (x0 a float) or vector (x0 an array) chain: value and d value / d x0,
+    the vector chain summed at the end."""
+    vector = np.ndim(x0) > 0
+    if lib == "numpy":
+        return Runner(lambda: chain_hand(x0, iterations, np if vector else math))
+    if lib in ("tape", "tape-compiled"):
+        import tape
+
+        chain = chain_fn(np)
+        f = (lambda x: np.sum(chain(x, iterations))) if vector else (lambda x: chain(x, iterations))
+        if lib == "tape":
+            vg = tape.value_and_grad(f, argnums=0)
+            return Runner(lambda: vg(x0))
+        import time
+
+        start = time.perf_counter()
+        compiled = tape.compile_grad(f, x0, argnums=0)
+        runner = Runner(lambda: compiled.value_and_grad(x0))
+        runner.compile_s = time.perf_counter() - start
+        return runner
+    if lib == "autograd":
+        import autograd
+        import autograd.numpy as anp
+
+        chain = chain_fn(anp)
+        f = (
+            (lambda x: anp.sum(chain(x, iterations)))
+            if vector
+            else (lambda x: chain(x, iterations))
+        )
+        vg = autograd.value_and_grad(f)
+        return Runner(lambda: vg(x0))
+    if lib == "torch":
+        torch = _torch()
+        chain = chain_fn(torch)
+
+        def run():
+            x = torch.tensor(x0, dtype=torch.float64, requires_grad=True)
+            y = chain(x, iterations)
+            y = y.sum() if vector else y
+            (g,) = torch.autograd.grad(y, x)
+            return y.detach(), g
+
+        return Runner(run, lambda r: (r[0].item(), r[1].numpy()))
+    if lib in ("jax", "jax-jit"):
+        jax = _jax()
+        import jax.numpy as jnp
+
+        chain = chain_fn(jnp)
+        f = (
+            (lambda x: jnp.sum(chain(x, iterations)))
+            if vector
+            else (lambda x: chain(x, iterations))
+        )
+        return _jax_runner(jax, lib, jax.value_and_grad(f), (jnp.asarray(x0),))
+    raise KeyError(lib)
+
+
+def _jax_runner(jax, lib, vg, args):
+    def block(r):
+        return jax.block_until_ready(r)
+
+    if lib == "jax-jit":
+        import time
+
+        start = time.perf_counter()
+        compiled = jax.jit(vg).lower(*args).compile()
+        runner = Runner(lambda: block(compiled(*args)), _jax_to_numpy)
+        runner.compile_s = time.perf_counter() - start
+        return runner
+    return Runner(lambda: block(vg(*args)), _jax_to_numpy)
+
+
+def _jax_to_numpy(r):
+    value, grads = r
+    return float(value), [
+        np.asarray(g) for g in (grads if isinstance(grads, (list, tuple)) else [grads])
+    ]
+
+
+def make_mlp(lib):
+    params, x, y = mlp_data()
+    if lib == "numpy":
+        return Runner(lambda: mlp_hand(params, x, y))
+    if lib in ("tape", "tape-compiled"):
+        import time
+
+        import tape
+
+        loss = mlp_fn(np, lambda z: np.max(z, axis=1, keepdims=True))
+        if lib == "tape":
+            vg = tape.value_and_grad(loss, argnums=0)
+            return Runner(lambda: vg(params, x, y))
+        start = time.perf_counter()
+        compiled = tape.compile_grad(loss, params, x, y, argnums=0)
+        runner = Runner(lambda: compiled.value_and_grad(params, x, y))
+        runner.compile_s = time.perf_counter() - start
+        return runner
+    if lib == "autograd":
+        import autograd
+        import autograd.numpy as anp
+
+        loss = mlp_fn(anp, lambda z: anp.max(z, axis=1, keepdims=True))
+        vg = autograd.value_and_grad(loss)
+        return Runner(lambda: vg(params, x, y))
+    if lib == "torch":
+        torch = _torch()
+        loss = mlp_fn(torch, lambda z: torch.amax(z, dim=1, keepdim=True))
+        tp = [torch.tensor(p) for p in params]
+        tx, ty = torch.tensor(x), torch.tensor(y)
+
+        def run():
+            ps = [p.detach().requires_grad_() for p in tp]
+            value = loss(ps, tx, ty)
+            return value.detach(), torch.autograd.grad(value, ps)
+
+        return Runner(run, lambda r: (r[0].item(), [g.numpy() for g in r[1]]))
+    if lib in ("jax", "jax-jit"):
+        jax = _jax()
+        import jax.numpy as jnp
+
+        loss = mlp_fn(jnp, lambda z: jnp.max(z, axis=1, keepdims=True))
+        args = ([jnp.asarray(p) for p in params], jnp.asarray(x), jnp.asarray(y))
+        return _jax_runner(jax, lib, jax.value_and_grad(loss), args)
+    raise KeyError(lib)
+
+
+def make_matmul(lib, n):
+    a, b, c = matmul_data(n)
+    if lib == "numpy":
+        return Runner(lambda: matmul_hand(a, b, c))
+    if lib in ("tape", "tape-compiled"):
+        import time
+
+        import tape
+
+        f = matmul_fn(np)
+        if lib == "tape":
+            vg = tape.value_and_grad(f)
+            return Runner(lambda: vg(a, b, c))
+        start = time.perf_counter()
+        compiled = tape.compile_grad(f, a, b, c)
+        runner = Runner(lambda: compiled.value_and_grad(a, b, c))
+        runner.compile_s = time.perf_counter() - start
+        return runner
+    if lib == "autograd":
+        import autograd
+        import autograd.numpy as anp
+
+        vg = autograd.value_and_grad(matmul_fn(anp), argnum=(0, 1, 2))
+        return Runner(lambda: vg(a, b, c))
+    if lib == "torch":
+        torch = _torch()
+        f = matmul_fn(torch)
+        ta, tb, tc = (torch.tensor(m) for m in (a, b, c))
+
+        def run():
+            ps = [m.detach().requires_grad_() for m in (ta, tb, tc)]
+            value = f(*ps)
+            return value.detach(), torch.autograd.grad(value, ps)
+
+        return Runner(run, lambda r: (r[0].item(), [g.numpy() for g in r[1]]))
+    if lib in ("jax", "jax-jit"):
+        jax = _jax()
+        import jax.numpy as jnp
+
+        args = tuple(jnp.asarray(m) for m in (a, b, c))
+        return _jax_runner(jax, lib, jax.value_and_grad(matmul_fn(jnp), argnums=(0, 1, 2)), args)
+    raise KeyError(lib)
+
+
+def reference(workload, *args):
+    """The hand-written (value, grads) of a workload, as NumPy."""
+    return {
+        "chain": lambda x0, it: chain_hand(x0, it, np if np.ndim(x0) else math),
+        "mlp": lambda: mlp_hand(*mlp_data()),
+        "matmul": lambda n: matmul_hand(*matmul_data(n)),
+    }[workload](*args)
+
+
+# -- memory: what each library keeps of a recorded scalar chain --------------------------------
+
+
+def hold_chain_graph(lib, iterations):
+    """Run the scalar chain forward and return what keeps its graph alive."""
+    x0 = 0.3
+    if lib == "numpy":
+        return chain_hand_forward(x0, iterations)
+    if lib in ("tape", "tape-compiled"):
+        import tape
+
+        t = tape.Tape()
+        y = chain_fn(np)(tape.Leaf(t, x0), iterations)
+        return t, y
+    if lib == "autograd":
+        import autograd.numpy as anp
+        from autograd.core import make_vjp
+
+        return make_vjp(lambda x: chain_fn(anp)(x, iterations), x0)
+    if lib == "torch":
+        torch = _torch()
+        x = torch.tensor(x0, dtype=torch.float64, requires_grad=True)
+        return x, chain_fn(torch)(x, iterations)
+    if lib == "jax":
+        jax = _jax()
+        import jax.numpy as jnp
+
+        return jax.vjp(lambda x: chain_fn(jnp)(x, iterations), jnp.asarray(x0))
+    return None

@@ -1,0 +1,821 @@
+"""Compiled tapes: record a function's tape once, replay it as straight-line Python.
+
+A tape is a straight-line program. ``compile_grad(f, *example_args)`` records it once and
+generates Python source that replays its forward and reverse passes: each record is one
+statement over local variables, with its function, its rules, its unbroadcasting and its
+accumulation decided at compile time from the recorded values and shapes, so a replay
+does no dictionary look-up, type test or shape decision. ReverseDiff.jl's compiled
+tapes, with no compile step beyond Python's own.
+
+What is frozen at compile time, and how a replay knows it still holds:
+
+- the shapes, dtypes and types of the arguments, and the values of the arguments that
+  are not floating-point (integers, index arrays, strings): checked on every call;
+- every plain result computed from nodes (a comparison, ``argmax``, ``bool(node)``):
+  the engine reports each one while the tape is recorded, and the replay recomputes it
+  and checks that it comes out the same, so a different branch is never replayed;
+- what ``f`` reads from outside its arguments (globals, closures, random draws made
+  inside ``f``) and ``node.value`` read inside ``f``: frozen as they were when the tape
+  was recorded, as in any tracing compiler.
+
+A check that fails re-records the tape for the new arguments (or, with
+``on_change="raise"``, raises ``TapeMismatchError``): a replay never returns the
+gradient of another program.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from sensitivities import registry
+from sensitivities.registry import function_name
+
+from . import core
+from .core import Branch, Leaf, Node, Tape, innermost_tape
+from .functional import (
+    _as_input_type,
+    _check_input,
+    _normalise_argnums,
+    _zeros_like_input,
+    tree_flatten,
+    tree_unflatten,
+    value_and_grad,
+)
+from .reverse import unbroadcast
+
+__all__ = ["compile_grad", "CompiledGrad", "TapeMismatchError"]
+
+_CHUNK = 1000  # records per generated function, at least
+
+
+class TapeMismatchError(ValueError):
+    """The arguments of a compiled gradient no longer match the recorded tape.
+
+    >>> import numpy as np
+    >>> from tape import compile_grad
+    >>> g = compile_grad(lambda x: np.sum(x ** 2), np.ones(2), on_change="raise")
+    >>> g(np.ones(3))
+    Traceback (most recent call last):
+        ...
+    tape.compiled.TapeMismatchError: compile_grad(<lambda>): the arguments' shapes, ...
+    """
+
+
+class _Changed(Exception):
+    """Raised inside a replay when a recorded plain result comes out differently."""
+
+
+# -- scalar specialisation ----------------------------------------------------------------
+# On float64 scalars a NumPy ufunc call costs ten times the arithmetic it does, so records
+# whose values are all scalars replay as Python arithmetic and ``math`` calls. Each adjoint
+# below is the registered rule's formula (sensitivities/elementwise.py) written for
+# scalars; tests check the two agree. ``math`` raises where NumPy would warn (log(0),
+# overflow, x / 0): such a call falls back to the eager gradient.
+
+_SCALAR: dict[Any, tuple[str, tuple[str, ...]]] = {
+    np.add: ("{0} + {1}", ("{g}", "{g}")),
+    np.subtract: ("{0} - {1}", ("{g}", "-{g}")),
+    np.multiply: ("{0} * {1}", ("{g} * {1}", "{g} * {0}")),
+    np.true_divide: ("{0} / {1}", ("{g} / {1}", "-{g} * {y} / {1}")),
+    np.negative: ("-{0}", ("-{g}",)),
+    np.square: ("{0} * {0}", ("{g} * 2 * {0}",)),
+    np.exp: ("_exp({0})", ("{g} * {y}",)),
+    np.log: ("_log({0})", ("{g} / {0}",)),
+    np.sqrt: ("_sqrt({0})", ("{g} / (2 * {y})",)),
+    np.sin: ("_sin({0})", ("{g} * _cos({0})",)),
+    np.cos: ("_cos({0})", ("-{g} * _sin({0})",)),
+    np.tanh: ("_tanh({0})", ("{g} * (1 - {y} * {y})",)),
+}
+_MATH = {f"_{name}": getattr(math, name) for name in ("exp", "log", "sqrt", "sin", "cos", "tanh")}
+
+
+def _on_arrays(template: str) -> str:
+    """A scalar form with NumPy's functions in place of ``math``'s: the rule, inlined."""
+    return re.sub(r"\b_(exp|log|sqrt|sin|cos|tanh)\(", r"np.\1(", template)
+
+
+# NumPy's reductions on an ndarray are its ufuncs' reduce, less a Python wrapper
+_REDUCE = {
+    np.sum: ("np.add.reduce", {"axis", "keepdims", "dtype"}),
+    np.prod: ("np.multiply.reduce", {"axis", "keepdims", "dtype"}),
+    np.max: ("np.maximum.reduce", {"axis", "keepdims"}),
+    np.amax: ("np.maximum.reduce", {"axis", "keepdims"}),
+    np.min: ("np.minimum.reduce", {"axis", "keepdims"}),
+    np.amin: ("np.minimum.reduce", {"axis", "keepdims"}),
+}
+_SCALAR_TYPES = (float, np.float64)
+
+# Plain results that depend only on shapes and dtypes, which the argument check covers.
+_SHAPE_ONLY = {
+    np.shape, np.ndim, np.size, np.result_type, np.zeros_like, np.ones_like, np.empty_like,
+    np.iscomplexobj, np.isrealobj, np.can_cast,
+}  # fmt: skip
+
+
+def compile_grad(
+    f: Callable,
+    *example_args: Any,
+    argnums: int | Sequence[int] | None = None,
+    on_change: str = "record",
+) -> CompiledGrad:
+    """``grad(f, argnums)``, recorded once on ``example_args`` and replayed on later calls.
+
+    The result is equal to ``grad(f, argnums)`` for arguments of the same shapes and
+    dtypes (and equal non-float arguments) that take the same path through ``f``'s
+    control flow. Anything else is detected: the tape is recorded again for the new
+    arguments, or with ``on_change="raise"`` a ``TapeMismatchError`` says what changed.
+    ``.value_and_grad(*args)`` gives the value too. What ``f`` reads from outside its
+    arguments is frozen at compile time: pass data as arguments.
+
+    >>> import numpy as np
+    >>> from tape import compile_grad
+    >>> g = compile_grad(lambda x: np.sum(np.sin(x) ** 2), np.zeros(2))
+    >>> g(np.array([0.0, np.pi / 4]))
+    (array([0., 1.]),)
+    """
+    if on_change not in ("record", "raise"):
+        raise ValueError(f'on_change must be "record" or "raise", got {on_change!r}')
+    return CompiledGrad(f, example_args, argnums, on_change)
+
+
+class CompiledGrad:
+    """The function ``compile_grad`` returns: call it for the gradient; see
+    ``value_and_grad``. ``recordings`` counts how often the tape was recorded.
+
+    >>> import numpy as np
+    >>> from tape import compile_grad
+    >>> g = compile_grad(lambda x: np.sum(x ** 2), np.ones(2))
+    >>> g(np.array([1.0, 2.0])), g.value_and_grad(np.array([1.0, 2.0]))
+    ((array([2., 4.]),), (5.0, (array([2., 4.]),)))
+    >>> g(np.ones(3))[0], g.recordings  # new shapes: recorded again
+    (array([2., 2., 2.]), 2)
+    """
+
+    def __init__(self, f: Callable, example_args: tuple, argnums: Any, on_change: str) -> None:
+        self.f = f
+        self.argnums = argnums
+        self.on_change = on_change
+        self.recordings = 0
+        self._programs: dict[Any, _Program] = {}
+        self._record(example_args, {})
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run(args, kwargs)[1]
+
+    def value_and_grad(self, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        """``(f(*args), grad(f)(*args))`` from one replay."""
+        value, grads = self._run(args, kwargs)
+        return (float(value) if isinstance(value, np.float64) else value), grads
+
+    @property
+    def tape_length(self) -> int:
+        """The number of records of the most recently recorded tape."""
+        return self._last.length
+
+    def _run(self, args: tuple, kwargs: dict) -> tuple[Any, Any]:
+        if innermost_tape(args) is not None or innermost_tape(tuple(kwargs.values())):
+            # under an outer derivative the replay must be recorded too: go eager
+            return value_and_grad(self.f, self.argnums)(*args, **kwargs)
+        key, leaves = _signature(args, kwargs)
+        program = self._programs.get(key)
+        if program is None:
+            return self._mismatch(
+                args,
+                kwargs,
+                "the arguments' shapes, dtypes or types differ "
+                "from those the tape was recorded with" + _describe(key, self),
+            )
+        reason = program.check_constants(leaves)
+        if reason:
+            return self._mismatch(args, kwargs, reason)
+        try:
+            return program.run(leaves)
+        except _Changed as changed:
+            return self._mismatch(args, kwargs, str(changed))
+        except Exception:
+            # a scalar replay meets log(0) or x / 0: NumPy's semantics (inf, nan, a
+            # warning, or the error) come from the eager gradient
+            return value_and_grad(self.f, self.argnums)(*args, **kwargs)
+
+    def _mismatch(self, args: tuple, kwargs: dict, reason: str) -> tuple[Any, Any]:
+        if self.on_change == "raise":
+            raise TapeMismatchError(
+                f"compile_grad({getattr(self.f, '__name__', 'f')}): {reason}; the tape would "
+                'have to be recorded again (compile_grad(..., on_change="record") does that)'
+            )
+        return self._record(args, kwargs)
+
+    def _record(self, args: tuple, kwargs: dict) -> tuple[Any, Any]:
+        try:
+            program = _Program.record(self.f, args, kwargs, self.argnums, data_as_leaves=True)
+        except (core.NodeConversionError, core.MissingRuleError):
+            # f needs a non-differentiated argument as a plain value: keep it a constant
+            program = _Program.record(self.f, args, kwargs, self.argnums, data_as_leaves=False)
+        self.recordings += 1
+        if len(self._programs) >= 8:
+            self._programs.pop(next(iter(self._programs)))
+        self._programs[program.key] = program
+        self._last = program
+        return program.first_result
+
+
+def _describe(key: Any, compiled: CompiledGrad) -> str:
+    recorded = compiled._last.key
+    for i, (new, old) in enumerate(zip(key[0], recorded[0])):
+        if new != old:
+            return f" (argument {i} is {_show(new)}, recorded as {_show(old)})"
+    return ""
+
+
+def _show(key: tuple) -> str:
+    leaves = _leaf_keys(key)
+    parts = [
+        f"{t.__name__} {np.dtype(d).name}{list(s)}" if s is not None else t.__name__
+        for t, s, d in leaves
+    ]
+    return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
+
+
+# -- signatures: what must match for a replay ------------------------------------------------
+
+
+def _is_float(x: Any) -> bool:
+    if isinstance(x, np.ndarray):
+        return x.dtype.kind in "fc"
+    return isinstance(x, (float, complex, np.inexact))
+
+
+def _signature(args: tuple, kwargs: dict) -> tuple[Any, list]:
+    """A hashable key of the arguments' structure, types, shapes and dtypes, and the flat
+    list of their leaves (in ``tree_flatten``'s order), then of the keyword arguments."""
+    leaves: list = []
+    key = tuple(_walk(a, leaves) for a in args)
+    names = tuple(sorted(kwargs)) if kwargs else ()
+    for k in names:
+        leaves.append(kwargs[k])
+    return (key, names), leaves
+
+
+def _walk(a: Any, leaves: list) -> tuple:
+    t = type(a)
+    if t is np.ndarray:
+        leaves.append(a)
+        return (t, a.shape, a.dtype)
+    if t is list or t is tuple or (isinstance(a, tuple) and hasattr(a, "_fields")):
+        return ("tree", t, tuple(_walk(b, leaves) for b in a))
+    if isinstance(a, dict):
+        return ("tree", t, tuple(a), tuple(_walk(b, leaves) for b in a.values()))
+    leaves.append(a)
+    if isinstance(a, np.generic):
+        return (t, (), a.dtype)
+    return (t, None, None)
+
+
+def _leaf_keys(key: tuple) -> list:
+    if key[0] == "tree":
+        return [leaf for child in key[-1] for leaf in _leaf_keys(child)]
+    return [key]
+
+
+def _same_constant(new: Any, old: Any) -> bool:
+    if new is old:
+        return True
+    if isinstance(old, np.ndarray):
+        return isinstance(new, np.ndarray) and new.shape == old.shape and np.array_equal(new, old)
+    try:
+        return bool(type(new) is type(old) and new == old)
+    except Exception:  # an object without a truthy ==: only itself matches
+        return False
+
+
+def _differs(new: Any, old: Any) -> bool:
+    """Whether a recomputed plain result differs from the recorded one."""
+    if isinstance(old, np.ndarray):
+        return not (
+            type(new) is np.ndarray
+            and new.shape == old.shape
+            and new.dtype == old.dtype
+            and np.array_equal(new, old)
+        )
+    if isinstance(old, (tuple, list)):
+        return (
+            type(new) is not type(old)
+            or len(new) != len(old)
+            or any(_differs(a, b) for a, b in zip(new, old))
+        )
+    try:
+        return bool(type(new) is not type(old) or new != old)
+    except Exception:
+        return True
+
+
+# -- the program -------------------------------------------------------------------------
+
+
+class _Slot:
+    __slots__ = ("pos",)
+
+    def __init__(self, pos: int) -> None:
+        self.pos = pos
+
+
+class _Program:
+    """One recorded tape as generated Python: ``entry(v, g)`` reads the inputs from the
+    list ``v`` and leaves the output's value there and the inputs' adjoints in ``g``."""
+
+    @classmethod
+    def record(cls, f: Callable, args: tuple, kwargs: dict, argnums: Any, data_as_leaves: bool):
+        fname = getattr(f, "__name__", "f")
+        nums, single = _normalise_argnums(argnums, len(args), fname)
+        if not nums:
+            raise ValueError(
+                f"compile_grad needs at least one argument to differentiate {fname} with respect to"
+            )
+        key, flat = _signature(args, kwargs)
+        tape = Tape()
+        call_args = list(args)
+        inputs: list[tuple[int, int]] = []  # (index in the flat leaves, tape position)
+        constants: list[tuple[int, Any]] = []  # (index in the flat leaves, recorded value)
+        diff: list[list[int]] = []  # per differentiated argument, its leaves' positions
+        treedefs = []
+        index = 0
+        for i, a in enumerate(args):
+            leaves, treedef = tree_flatten(a)
+            if i in nums:
+                for x in leaves:
+                    _check_input(f, i, x)
+            nodes = []
+            for x in leaves:
+                if i in nums or (data_as_leaves and _is_float(x)):
+                    node = Leaf(tape, x)
+                    inputs.append((index, node.pos))
+                    nodes.append(node)
+                else:
+                    constants.append((index, x))
+                    nodes.append(x)
+                index += 1
+            if i in nums:
+                diff.append([n.pos for n in nodes])
+                treedefs.append(treedef)
+            call_args[i] = tree_unflatten(treedef, nodes)
+        for x in flat[index:]:  # keyword arguments: constants
+            constants.append((index, x))
+            index += 1
+
+        guards: list[tuple] = []
+
+        def note(g, g_args, g_kwargs, result):
+            if g in _SHAPE_ONLY:
+                return
+            spec, found = _spec(g_args, tape)
+            if found:
+                guards.append((len(tape.records), g, spec, g_kwargs, result))
+
+        core.plain_result_hooks.append(note)
+        try:
+            out = f(*call_args, **kwargs)
+            value = out.value if isinstance(out, Node) and out.tape is tape else out
+            if np.shape(value) != ():
+                raise TypeError(
+                    f"compile_grad needs {fname} to return a scalar, but it returned shape "
+                    f"{np.shape(value)}; reduce the output (np.sum)"
+                )
+            if np.iscomplexobj(value):
+                raise TypeError(
+                    f"compile_grad needs {fname} to return a real scalar, got a complex one"
+                )
+            program = cls(
+                tape,
+                out if isinstance(out, Node) and out.tape is tape else None,
+                value,
+                inputs,
+                constants,
+                diff,
+                treedefs,
+                guards,
+                single,
+            )
+        finally:
+            core.plain_result_hooks.remove(note)
+            tape.records.clear()  # break node <-> tape cycles; the program keeps plain values
+        program.key = key
+        try:  # the first call's answer comes from the program itself
+            program.first_result = program.run(flat)
+        except Exception:
+            program.first_result = value_and_grad(f, argnums)(*args, **kwargs)
+        return program
+
+    def __init__(self, tape, out, value, inputs, constants, diff, treedefs, guards, single):
+        records = tape.records
+        self.length = n = len(records)
+        self.inputs = inputs
+        self.constants = constants
+        self.diff = diff
+        self.treedefs = treedefs
+        index_of = {pos: index for index, pos in inputs}
+        self.diff_slots = [[(index_of[q], q) for q in ps] for ps in diff]
+        self.single = single
+        out_pos = None if out is None else out.pos
+        self.out_pos = out_pos
+        self.constant_value = value
+        leaf_values = {pos: records[pos].value for _, pos in inputs}
+
+        # which records depend on a differentiated input; which the output or a guard needs
+        diffset = {p for ps in diff for p in ps}
+        argpos = [
+            _arg_positions(node.args, tape) if isinstance(node, Branch) else () for node in records
+        ]
+        active = [False] * n
+        for p in range(n):
+            if argpos[p]:
+                active[p] = any(active[q] for q in argpos[p])
+            else:
+                active[p] = p in diffset
+        live = [False] * n
+        if out_pos is not None:
+            live[out_pos] = True
+        for _at, _f, spec, _kwargs, _expected in guards:
+            for q in _spec_positions(spec):
+                live[q] = True
+        for p in range(n - 1, -1, -1):
+            if live[p]:
+                for q in argpos[p]:
+                    live[q] = True
+
+        ns: dict[str, Any] = {"np": np, "_Changed": _Changed, "_differs": _differs, **_MATH}
+        self.ns = ns
+        self._names = 0
+        self._alias: dict[int, str] = {}  # slot -> the name its adjoint is read from
+        # Values and adjoints are locals (x12, g12) of generated functions of a few thousand
+        # records each: chunk k runs its forward part, calls chunk k + 1, then runs its
+        # reverse part, so its locals serve both. Only what crosses chunks goes through
+        # the lists v and g.
+        size = self._size = max(_CHUNK, -(-n // 200))  # at most 200 chunks deep
+        chunks = max(1, -(-n // size))
+        forward: list[list[str]] = [[] for _ in range(chunks)]
+        defined: list[set[int]] = [set() for _ in range(chunks)]
+        used: list[set[int]] = [set() for _ in range(chunks)]  # the slots each chunk reads
+        scalar = [False] * n
+        scalar_args: set[int] = set()  # inputs read by scalar records: replayed as Python floats
+        for at, gf, spec, gkw, expected in guards:
+            self._uses = used[max(at - 1, 0) // size]
+            forward[max(at - 1, 0) // size].append((at, self._guard(at, gf, spec, gkw, expected)))
+        for p, node in enumerate(records):
+            if not (live[p] and isinstance(node, Branch)):
+                continue
+            scalar[p] = _is_scalar_record(node, tape)
+            if scalar[p]:
+                scalar_args.update(argpos[p])
+            self._uses = used[p // size]
+            forward[p // size].append((p + 0.5, f"x{p} = {self._call(node, tape, scalar[p])}"))
+            defined[p // size].add(p)
+        forward = [[line for _, line in sorted(lines, key=lambda t: t[0])] for lines in forward]
+
+        # run the reverse pass once here, the eager way, to learn each contribution's
+        # shape and so decide unbroadcasting and accumulation once for all (scalar
+        # records need no shapes: they pass a stand-in adjoint on)
+        backward: list[list[str]] = [[] for _ in range(chunks)]
+        adj: list[Any] = [None] * n
+        owned = [False] * n
+        for k in range(chunks - 1, -1, -1):
+            self._here = k
+            self._uses = used[k]
+            lines = backward[k]
+            lo, hi = k * size, min(n, (k + 1) * size)
+            lines += [f"g{q} = g[{q}]" for q in range(lo, hi) if adj[q] is not None]
+            if out_pos is not None and lo <= out_pos < hi and active[out_pos]:
+                adj[out_pos] = 1.0
+                lines.append(f"g{out_pos} = 1.0")
+            for p in range(hi - 1, lo - 1, -1):
+                node = records[p]
+                ybar = adj[p]
+                if ybar is None or not isinstance(node, Branch):
+                    continue
+                self._reverse(node, p, ybar, tape, active, scalar[p], adj, owned, lines)
+                if not scalar[p] and np.ndim(node.value):
+                    lines.append(f"g{p} = None")  # free the adjoint as soon as it is used
+            lines += [
+                f"g[{q}] = {self._read(q)}"
+                for q in sorted(diffset)
+                if lo <= q < hi and adj[q] is not None
+            ]
+
+        self.entry = self._functions(forward, backward, defined, used, out_pos)
+        self.scalar_inputs = [
+            pos in scalar_args and type(leaf_values[pos]) in _SCALAR_TYPES for _, pos in inputs
+        ]
+
+    # -- code generation ---------------------------------------------------------------
+
+    def _name(self, value: Any, prefix: str = "k") -> str:
+        if type(value) in (int, bool) or value is None:
+            return repr(value)
+        if type(value) is float and math.isfinite(value):
+            return repr(value)
+        self._names += 1
+        name = f"{prefix}{self._names}"
+        self.ns[name] = value
+        return name
+
+    def _expr(self, a: Any, tape: Tape) -> str:
+        if isinstance(a, Node):
+            if a.tape is tape:
+                self._uses.add(a.pos)
+                return f"x{a.pos}"
+            return self._name(a)  # an outer tape's node: a constant here
+        if type(a) is list or type(a) is tuple:
+            inner = ", ".join(self._expr(b, tape) for b in a)
+            if type(a) is tuple:
+                return f"({inner},)" if len(a) == 1 else f"({inner})"
+            return f"[{inner}]"
+        return self._name(a)
+
+    def _args(self, node: Branch, tape: Tape) -> str:
+        parts = [self._expr(a, tape) for a in node.args]
+        if node.kwargs:
+            parts.append("**" + self._name(node.kwargs, "kw"))
+        return ", ".join(parts)
+
+    def _call(self, node: Branch, tape: Tape, scalar: bool) -> str:
+        if scalar:
+            template = _SCALAR[node.f][0]
+            return template.format(*(self._expr(a, tape) for a in node.args))
+        reduce = _REDUCE.get(node.f)
+        if (
+            reduce is not None
+            and len(node.args) == 1
+            and isinstance(node.args[0], Node)
+            and node.args[0].tape is tape
+            and type(node.args[0].value) is np.ndarray
+            and set(node.kwargs) <= reduce[1]
+        ):
+            axis = "" if "axis" in node.kwargs else ", axis=None"  # reduce's default is 0
+            return f"{reduce[0]}({self._args(node, tape)}{axis})"
+        return f"{self._name(node.f, 'f')}({self._args(node, tape)})"
+
+    def _guard(self, at, gf, spec, gkw, expected) -> str:
+        parts = [self._spec_expr(a) for a in spec]
+        if gkw:
+            parts.append("**" + self._name(gkw, "kw"))
+        call = f"{self._name(gf, 'f')}({', '.join(parts)})"
+        message = repr(
+            f"{function_name(gf)} on nodes (before record {at}) came out differently than "
+            "when the tape was recorded: these arguments take another path through the function"
+        )
+        if isinstance(expected, (bool, int, float, np.bool_, np.number)):
+            return f"if {call} != {self._name(expected, 'e')}: raise _Changed({message})"
+        return f"if _differs({call}, {self._name(expected, 'e')}): raise _Changed({message})"
+
+    def _spec_expr(self, a: Any) -> str:
+        if isinstance(a, _Slot):
+            self._uses.add(a.pos)
+            return f"x{a.pos}"
+        if type(a) is list or type(a) is tuple:
+            inner = ", ".join(self._spec_expr(b) for b in a)
+            return f"({inner},)" if type(a) is tuple else f"[{inner}]"
+        return self._name(a)
+
+    def _reverse(self, node, p, ybar, tape, active, scalar, adj, owned, out) -> None:
+        """Emit the contributions of Branch ``node`` (at ``p``) and apply them to ``adj``."""
+        args = node.args
+        gp = self._read(p)
+        if scalar:
+            exprs = [self._expr(a, tape) for a in args]
+            for i, a in enumerate(args):
+                if isinstance(a, Node) and a.tape is tape and active[a.pos]:
+                    template = _SCALAR[node.f][1][i]
+                    expr = template.format(*exprs, y=f"x{p}", g=gp)
+                    self._accumulate(a, expr, 1.0, adj, owned, out, alias=expr == gp)
+            return
+        rules = registry.lookup(node.f)
+        vals = core.unbox(args, tape)
+        y = node.value
+        kwargs = node.kwargs
+        call_args = self._args(node, tape)
+        if rules.pre is not None:
+            pre = rules.pre(y, ybar, *vals, **kwargs)
+            kwargs = dict(kwargs, pre=pre)
+            out.append(f"pre = {self._name(rules.pre, 'pre')}(x{p}, {gp}, {call_args})")
+            call_args += ", pre=pre"
+        for i, a in enumerate(args):
+            if isinstance(a, Node):
+                if not (a.tape is tape and active[a.pos]):
+                    continue
+                update = rules.update_rule(i, vals) if (rules.update or rules.typed) else None
+                if update is not None:
+                    self._update(
+                        update, a, p, gp, y, ybar, vals, kwargs, call_args, adj, owned, out
+                    )
+                    continue
+                rule = rules.rule(i, vals)
+                xbar = rule(y, ybar, *vals, **kwargs)
+                if node.f in _SCALAR and not kwargs and rule is _registered(node.f, i):
+                    exprs = [self._expr(b, tape) for b in args]
+                    expr = _on_arrays(_SCALAR[node.f][1][i]).format(*exprs, y=f"x{p}", g=gp)
+                elif node.f is np.sum and rule is _registered(np.sum, 0) and _plain_sum(node, vals):
+                    expr = _sum_adjoint(gp, vals[0], ybar, kwargs)
+                else:
+                    expr = f"{self._name(rule, 'r')}(x{p}, {gp}, {call_args})"
+                self._contribution(node, i, a, expr, xbar, adj, owned, out)
+            elif (type(a) is list or type(a) is tuple) and any(
+                isinstance(b, Node) and b.tape is tape and active[b.pos] for b in a
+            ):
+                rule = rules.rule(i, vals)
+                xbars = rule(y, ybar, *vals, **kwargs)
+                out.append(f"cs = {self._name(rule, 'r')}(x{p}, {gp}, {call_args})")
+                for j, (b, xbar) in enumerate(zip(a, xbars)):
+                    if isinstance(b, Node) and b.tape is tape and active[b.pos]:
+                        self._contribution(node, i, b, f"cs[{j}]", xbar, adj, owned, out)
+
+    def _contribution(self, node, i, a, expr, xbar, adj, owned, out) -> None:
+        if xbar is None:
+            out.append(f"if {expr} is not None: raise _Changed({_RULE_CHANGED!r})")
+            return
+        shape = np.shape(a.value)
+        xshape = np.shape(xbar)
+        if xshape != shape:
+            xbar = unbroadcast(xbar, shape, node.f, i)  # raises the engine's error if it cannot
+            extra = len(xshape) - len(shape)
+            if extra > 0:
+                expr = f"np.add.reduce({expr}, axis={tuple(range(extra))})"
+                xshape = xshape[extra:]
+            stretched = tuple(k for k, (m, q) in enumerate(zip(shape, xshape)) if m == 1 and q != 1)
+            if stretched:
+                expr = f"np.add.reduce({expr}, axis={stretched}, keepdims=True)"
+        self._accumulate(a, expr, xbar, adj, owned, out)
+
+    def _accumulate(self, a, expr, xbar, adj, owned, out, alias=False) -> None:
+        q = a.pos
+        target = self._g(q)
+        if adj[q] is None:
+            if alias and target == f"g{q}":
+                # a scalar passed on unchanged (by add, say): name it rather than copy it
+                self._alias[q] = expr
+            else:
+                out.append(f"{target} = {expr}")
+            adj[q] = xbar
+            owned[q] = False
+        else:
+            current = self._alias.pop(q, None) or target
+            out.append(f"{target} = {current} + {expr}")
+            adj[q] = adj[q] + xbar
+            owned[q] = type(adj[q]) is np.ndarray
+
+    def _update(self, update, a, p, gp, y, ybar, vals, kwargs, call_args, adj, owned, out) -> None:
+        """The in-place form: add into an accumulator the reverse pass owns."""
+        q = a.pos
+        name = self._name(update, "u")
+        current = adj[q]
+        if current is None:
+            xbar = np.zeros_like(a.value, dtype=np.result_type(a.value, ybar))
+            acc = f"np.zeros_like(x{q}, dtype=np.result_type(x{q}, {gp}))"
+        elif owned[q]:
+            xbar, acc = current, self._g(q)
+        else:
+            xbar = np.array(current, dtype=np.result_type(current, ybar))
+            acc = f"np.array({self._g(q)}, dtype=np.result_type({self._g(q)}, {gp}))"
+        result = update(xbar, y, ybar, *vals, **kwargs)
+        out.append(f"{self._g(q)} = {name}({acc}, x{p}, {gp}, {call_args})")
+        adj[q] = result
+        owned[q] = result is xbar
+
+    def _g(self, q: int) -> str:
+        """Where the adjoint of slot ``q`` is kept while the current chunk runs."""
+        return f"g{q}" if q // self._size == self._here else f"g[{q}]"
+
+    def _read(self, q: int) -> str:
+        """The adjoint of slot ``q`` (of the current chunk), as it may be read now."""
+        return self._alias.get(q) or f"g{q}"
+
+    def _functions(self, forward, backward, defined, used, out_pos) -> Callable:
+        """Compile one function per chunk; returns the first."""
+        chunks = len(forward)
+        for k in range(chunks):
+            later = set().union(*used[k + 1 :]) if k + 1 < chunks else set()
+            stores = sorted(q for q in defined[k] if q in later or q == out_pos)
+            lines = [f"x{q} = v[{q}]" for q in sorted(used[k] - defined[k])]
+            lines += forward[k] + [f"v[{q}] = x{q}" for q in stores]
+            if k + 1 < chunks:
+                lines.append(f"chunk_{k + 1}(v, g)")
+            lines += backward[k]
+            source = f"def chunk_{k}(v, g):\n" + "".join(
+                f"    {line}\n" for line in lines or ["pass"]
+            )
+            exec(compile(source, f"<compiled tape: chunk {k}>", "exec"), self.ns)
+        return self.ns["chunk_0"]
+
+    # -- running -----------------------------------------------------------------------
+
+    def check_constants(self, leaves: list) -> str:
+        for index, recorded in self.constants:
+            if not _same_constant(leaves[index], recorded):
+                return (
+                    f"a non-float argument (leaf {index}) has another value than when the "
+                    "tape was recorded"
+                )
+        return ""
+
+    def run(self, leaves: list) -> tuple[Any, Any]:
+        v = [None] * self.length
+        for (index, pos), to_float in zip(self.inputs, self.scalar_inputs):
+            x = leaves[index]
+            v[pos] = float(x) if to_float else x
+        g = [None] * self.length
+        self.entry(v, g)
+        value = self.constant_value if self.out_pos is None else v[self.out_pos]
+        grads = []
+        for treedef, slots in zip(self.treedefs, self.diff_slots):
+            grads.append(tree_unflatten(treedef, [_finish(g[q], leaves[i]) for i, q in slots]))
+        return value, (grads[0] if self.single else tuple(grads))
+
+
+def _finish(g: Any, x: Any) -> Any:
+    """The gradient as ``grad`` hands it out: the input's shape, dtype and kind."""
+    if (
+        type(g) is np.ndarray
+        and type(x) is np.ndarray
+        and g.dtype == x.dtype
+        and g.shape == x.shape
+        and g.flags.writeable
+    ):
+        return g
+    return _zeros_like_input(x) if g is None else _as_input_type(g, x)
+
+
+def _plain_sum(node: Branch, vals: tuple) -> bool:
+    return len(vals) == 1 and type(vals[0]) is np.ndarray and set(node.kwargs) <= _REDUCE[np.sum][1]
+
+
+def _sum_adjoint(g: str, x: np.ndarray, ybar: Any, kwargs: Any) -> str:
+    """The sum rule for a known shape: ``ybar`` with the reduced axes put back, broadcast."""
+    if np.ndim(ybar) == 0 and x.size <= 1 << 14:
+        return f"np.full({x.shape}, {g})"  # small: a filled array is cheaper than a view
+    if np.ndim(ybar) == 0 or kwargs.get("keepdims"):
+        return f"np.broadcast_to({g}, {x.shape})"
+    axis = kwargs.get("axis")
+    axes = range(x.ndim) if axis is None else np.atleast_1d(axis) % x.ndim
+    kept = tuple(1 if i in set(axes) else n for i, n in enumerate(x.shape))
+    return f"np.broadcast_to({g}.reshape({kept}), {x.shape})"
+
+
+def _registered(f: Any, argnum: int) -> Any:
+    rules = registry.lookup(f)
+    return None if rules is None or rules.typed else rules.plain.get(argnum)
+
+
+_RULE_CHANGED = (
+    "a rule that gave no contribution when the tape was recorded gives one now: "
+    "the tape must be recorded again"
+)
+
+
+def _is_scalar_record(node: Branch, tape: Tape) -> bool:
+    if node.f not in _SCALAR or node.kwargs or type(node.value) not in _SCALAR_TYPES:
+        return False
+    for a in node.args:
+        value = a.value if isinstance(a, Node) and a.tape is tape else a
+        if type(value) not in _SCALAR_TYPES and type(value) is not int:
+            return False
+    return True
+
+
+def _arg_positions(args: tuple, tape: Tape) -> list[int]:
+    out = []
+    for a in args:
+        if isinstance(a, Node):
+            if a.tape is tape:
+                out.append(a.pos)
+        elif type(a) is list or type(a) is tuple:
+            out += [b.pos for b in a if isinstance(b, Node) and b.tape is tape]
+    return out
+
+
+def _spec(args: Any, tape: Tape) -> tuple[Any, bool]:
+    """``args`` of a plain call, with the nodes of ``tape`` as slots (reached through the
+    nodes of inner tapes, whose values they are) and everything else as plain values."""
+    found = False
+    out = []
+    for a in args:
+        while isinstance(a, Node) and a.tape is not tape:
+            a = a.value
+        if isinstance(a, Node):
+            a, found = _Slot(a.pos), True
+        elif type(a) is list or type(a) is tuple:
+            inner, inner_found = _spec(a, tape)
+            a, found = type(a)(inner), found or inner_found
+        out.append(a)
+    return tuple(out), found
+
+
+def _spec_positions(spec: Any) -> list[int]:
+    out = []
+    for a in spec:
+        if isinstance(a, _Slot):
+            out.append(a.pos)
+        elif type(a) is list or type(a) is tuple:
+            out += _spec_positions(a)
+    return out

@@ -1,0 +1,539 @@
+"""The functional transforms beyond ``grad``: ``jvp``, ``vjp``, ``jacobian``, ``hessian``,
+``hvp``, ``checkpoint`` and ``stop_gradient``.
+
+Each is a few lines over two passes: the reverse pass of ``tape.reverse`` and the
+forward pass of ``tape.forward``. They nest freely, because every tape has its own level.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from sensitivities.registry import primitive, pushforward, sensitivity
+
+from .core import Leaf, Node, Tape, gc_paused
+from .forward import ForwardTape, push_forward
+from .functional import (
+    _check_input,
+    _normalise_argnums,
+    input_gradients,
+    record_inputs,
+    tree_flatten,
+    tree_unflatten,
+)
+from .reverse import ReverseTape, propagate
+
+__all__ = ["jvp", "vjp", "jacobian", "hessian", "hvp", "checkpoint", "stop_gradient"]
+
+
+def _plain(x: Any) -> Any:
+    while isinstance(x, Node):
+        x = x.value
+    return x
+
+
+def _stripped(tree: Any) -> Any:
+    """``tree`` with every node replaced by its plain value, at every level."""
+    leaves, treedef = tree_flatten(tree)
+    return tree_unflatten(treedef, [_plain(a) for a in leaves])
+
+
+def _like(t: Any, *values: Any) -> Any:
+    """A plain derivative in the dtype of the values it relates (float32 stays float32)."""
+    if not isinstance(t, (np.ndarray, np.generic)):
+        return t
+    dtypes = [np.result_type(_plain(v)) for v in values]
+    if not all(d.kind in "fc" for d in dtypes):
+        return t
+    return t.astype(np.result_type(*dtypes), copy=False)
+
+
+def _readable(t: Any) -> Any:
+    """A plain float64 scalar reads as a Python float, as ``grad``'s results do."""
+    if isinstance(t, np.float64) or (
+        type(t) is np.ndarray and t.shape == () and t.dtype == np.float64
+    ):
+        return float(t)
+    return t
+
+
+# -- forward mode -----------------------------------------------------------------------
+
+
+def _directions(primals: list, tangents: list) -> tuple[int, bool]:
+    """How many directions the tangents hold, and whether they come batched (with a
+    leading axis of directions) rather than as one direction of the primal's shape."""
+    kinds = set()
+    counts = set()
+    for x, t in zip(primals, tangents):
+        if t is None:
+            continue
+        xs, ts = np.shape(x), np.shape(t)
+        if ts == xs:
+            kinds.add(False)
+        elif len(ts) == len(xs) + 1 and ts[1:] == xs:
+            kinds.add(True)
+            counts.add(ts[0])
+        else:
+            raise ValueError(
+                f"a tangent of shape {ts} does not fit a primal of shape {xs}: give the "
+                f"primal's shape, or (k,) + {xs} for k directions at once"
+            )
+    if len(kinds) > 1:
+        raise ValueError(
+            "either every tangent is batched (a leading axis of directions) or none is"
+        )
+    if len(counts) > 1:
+        raise ValueError(f"batched tangents disagree on the number of directions: {sorted(counts)}")
+    return (counts.pop() if counts else 1), kinds == {True}
+
+
+def _as_tangent(t: Any, x: Any, batched: bool) -> Any:
+    if not isinstance(t, Node):
+        dtype = np.result_type(_plain(x))
+        t = np.asarray(t, dtype=dtype if dtype.kind in "fc" else np.float64)
+    return t if batched else t[None]
+
+
+def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple[Any, Any]:
+    """``(f(*primals), J v)``: the Jacobian-vector product along ``tangents``, in one
+    forward pass of dual numbers.
+
+    ``tangents`` matches ``primals`` (same structure; a ``None`` tangent makes that
+    argument a constant). A tangent of shape ``(k,) + x.shape`` holds ``k`` directions
+    at once: the result then has a leading axis of ``k``, and a whole Jacobian is one
+    pass (see ``jacobian``).
+
+    >>> import numpy as np
+    >>> from tape import jvp
+    >>> jvp(np.sin, (0.0,), (1.0,))
+    (0.0, 1.0)
+    >>> x = np.array([1.0, 2.0])
+    >>> y, ydot = jvp(lambda x: x ** 2, (x,), (np.eye(2),))  # two directions at once
+    >>> ydot
+    array([[2., 0.],
+           [0., 4.]])
+    """
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError(
+            "jvp(f, primals, tangents) takes a tuple of primals and a tuple of tangents"
+        )
+    if len(primals) != len(tangents):
+        raise ValueError(f"jvp got {len(primals)} primals but {len(tangents)} tangents")
+    leaves, treedefs, tleaves = [], [], []
+    for i, (x, t) in enumerate(zip(primals, tangents)):
+        xl, xd = tree_flatten(x)
+        tl = [None] * len(xl) if t is None else tree_flatten(t)[0]
+        if len(tl) != len(xl):
+            raise ValueError(f"the tangent of argument {i} does not have the primal's structure")
+        for leaf, tangent in zip(xl, tl):
+            if tangent is not None:
+                _check_input(f, i, leaf)
+        leaves += xl
+        tleaves += tl
+        treedefs.append((len(xl), xd))
+    k, batched = _directions(leaves, tleaves)
+    tleaves = [None if t is None else _as_tangent(t, x, batched) for x, t in zip(leaves, tleaves)]
+
+    def flat_f(*flat):
+        args, start = [], 0
+        for count, treedef in treedefs:
+            args.append(tree_unflatten(treedef, flat[start : start + count]))
+            start += count
+        return f(*args)
+
+    out, tape = push_forward(flat_f, leaves, {}, tleaves, k)
+    try:
+        outs, out_def = tree_flatten(out)
+        ys = [o.value if isinstance(o, Node) and o.tape is tape else o for o in outs]
+        ydots = [tape.tangent(o) for o in outs]
+    finally:
+        tape.records.clear()
+        tape.tangents.clear()
+    if not batched:
+        ydots = [t[0] for t in ydots]
+    ydots = [_like(t, y) for t, y in zip(ydots, ys)]
+    ys = [_readable(y) for y in ys]
+    ydots = [_readable(t) for t in ydots]
+    return tree_unflatten(out_def, ys), tree_unflatten(out_def, ydots)
+
+
+# -- reverse mode -----------------------------------------------------------------------
+
+
+class _Pullback:
+    """The linear map ``ybar -> J^T ybar`` of one recorded call; it keeps the tape, so
+    it can be applied any number of times without running ``f`` again."""
+
+    __slots__ = ("tape", "outs", "out_def", "inputs", "nums", "__weakref__")
+
+    def __init__(self, tape, outs, out_def, inputs, nums):
+        self.tape, self.outs, self.out_def, self.inputs, self.nums = (
+            tape,
+            outs,
+            out_def,
+            inputs,
+            nums,
+        )
+
+    def __del__(self) -> None:
+        # break the tape <-> record cycles, so the memory goes back with the pullback
+        self.tape.records.clear()
+
+    def __call__(self, ybar: Any) -> tuple:
+        ybars, _ = tree_flatten(ybar)
+        if len(ybars) != len(self.outs):
+            raise ValueError(
+                f"the cotangent has {len(ybars)} parts but the output has {len(self.outs)}"
+            )
+        rtape = ReverseTape(self.tape)
+        seeded = False
+        for out, yb in zip(self.outs, ybars):
+            shape = np.shape(_plain(out))
+            if np.shape(yb) != shape:
+                raise ValueError(
+                    f"a cotangent of shape {np.shape(yb)} was given for an output of shape {shape}"
+                )
+            if isinstance(out, Node) and out.tape is self.tape:
+                current = rtape.adjoints[out.pos]
+                rtape.adjoints[out.pos] = yb if current is None else current + yb
+                seeded = True
+        adjoint = propagate(self.tape, rtape).adjoints if seeded else None
+        return tuple(input_gradients(self.inputs, self.nums, adjoint))
+
+
+def _vjp(f, nums, args, kwargs):
+    tape = Tape()
+    args, inputs = record_inputs(f, tape, args, nums)
+    try:
+        with gc_paused():  # the records are freed with the pullback, not by the collector
+            out = f(*args, **kwargs)
+    except BaseException:
+        tape.records.clear()
+        raise
+    outs, out_def = tree_flatten(out)
+    y = tree_unflatten(
+        out_def, [o.value if isinstance(o, Node) and o.tape is tape else o for o in outs]
+    )
+    return y, _Pullback(tape, outs, out_def, inputs, nums)
+
+
+def vjp(f: Callable, *args: Any) -> tuple[Any, Callable]:
+    """``(f(*args), pullback)``, where ``pullback(ybar)`` is the tuple of the gradients of
+    ``<ybar, f(*args)>`` with respect to each argument: ``J^T ybar``.
+
+    ``f`` runs once; the pullback keeps its tape, and may be called again and again with
+    other cotangents (of the output's shape and structure).
+
+    >>> import numpy as np
+    >>> from tape import vjp
+    >>> y, pullback = vjp(lambda x: x ** 2, np.array([1.0, 2.0, 3.0]))
+    >>> pullback(np.array([1.0, 0.0, 0.0]))
+    (array([2., 0., 0.]),)
+    >>> pullback(np.ones(3))
+    (array([2., 4., 6.]),)
+    """
+    return _vjp(f, tuple(range(len(args))), args, {})
+
+
+# -- Jacobians --------------------------------------------------------------------------
+
+
+def _identity_blocks(xs: list, k: int) -> list:
+    """For each input, its slice of the identity in ``k`` directions: input ``i`` gets
+    the directions ``offset_i .. offset_i + size_i``."""
+    tangents, offset = [], 0
+    for x in xs:
+        value = _plain(x)
+        n = int(np.size(value))
+        dtype = np.result_type(value)
+        t = np.zeros((k, n), dtype=dtype if dtype.kind in "fc" else np.float64)
+        t[offset : offset + n] = np.eye(n, dtype=t.dtype)
+        tangents.append(t.reshape((k,) + np.shape(value)))
+        offset += n
+    return tangents
+
+
+def _blocks(t: Any, sizes: list, lead_shape: tuple, shapes: list) -> list:
+    """Split a tangent with ``sum(sizes)`` directions first into one block per input,
+    each reshaped to ``lead_shape + shape`` (directions last, as JAX orders them)."""
+    out, offset = [], 0
+    rest = np.shape(t)[1:]
+    for n, shape in zip(sizes, shapes):
+        block = t[offset : offset + n]
+        block = np.moveaxis(block, 0, -1) if rest else block
+        out.append(np.reshape(block, lead_shape + shape))
+        offset += n
+    return out
+
+
+def _check_jacobian_input(f, i, x):
+    if isinstance(x, (tuple, list, dict)):
+        raise TypeError(
+            f"jacobian differentiates with respect to arrays and floats; argument {i} is a "
+            f"{type(x).__name__} (pass its parts as separate arguments)"
+        )
+    _check_input(f, i, x)
+
+
+def _jacobian_fwd(f, nums, args, kwargs):
+    xs = [args[i] for i in nums]
+    sizes = [int(np.size(_plain(x))) for x in xs]
+    k = sum(sizes)
+    seeds = dict(zip(nums, _identity_blocks(xs, k)))
+    tangents = [seeds.get(i) for i in range(len(args))]
+    out, tape = push_forward(f, args, kwargs, tangents, k)
+    try:
+        outs, out_def = tree_flatten(out)
+        ydots = [tape.tangent(o) for o in outs]
+    finally:
+        tape.records.clear()
+        tape.tangents.clear()
+    shapes = [np.shape(_plain(x)) for x in xs]
+    jacs = [_blocks(t, sizes, np.shape(t)[1:], shapes) for t in ydots]
+    return out_def, [[_like(j, o, x) for j, x in zip(js, xs)] for js, o in zip(jacs, outs)]
+
+
+def _jacobian_rev(f, nums, args, kwargs):
+    y, pullback = _vjp(f, nums, args, kwargs)
+    outs, out_def = tree_flatten(y)
+    sizes = [int(np.size(o)) for o in outs]
+    k = sum(sizes)
+    # The pullback is linear: pushing k cotangents through it as the k directions of one
+    # forward pass (forward mode over the reverse pass) gives J^T for every output at once.
+    ftape = ForwardTape(k)
+    try:
+        seeds = []
+        for t in _identity_blocks(outs, k):
+            seeds.append(Leaf(ftape, np.zeros(np.shape(t)[1:], dtype=t.dtype)))
+            ftape.seed(seeds[-1], t)
+        jts = [ftape.tangent(g) for g in pullback(tree_unflatten(out_def, seeds))]
+    finally:
+        ftape.records.clear()
+        ftape.tangents.clear()
+    # jts[i] is (k, *x_i.shape), the directions of all outputs in turn: split per output
+    jacs = [[] for _ in outs]
+    for jt in jts:
+        offset = 0
+        for j, (n, o) in enumerate(zip(sizes, outs)):
+            block = np.reshape(jt[offset : offset + n], np.shape(o) + np.shape(jt)[1:])
+            jacs[j].append(_like(block, o, args[nums[len(jacs[j])]]))
+            offset += n
+    return out_def, jacs
+
+
+def jacobian(f: Callable, argnums: int | Sequence[int] = 0, mode: str = "auto") -> Callable:
+    """The Jacobian of ``f``: ``jacobian(f)(x)[i..., j...] = d f(x)[i...] / d x[j...]``,
+    of shape ``out.shape + in.shape``.
+
+    ``mode="fwd"`` pushes one direction per input element through a single forward pass;
+    ``mode="rev"`` records ``f`` once and pushes one cotangent per output element through
+    a single reverse pass (forward mode over the pullback, which is linear). ``"auto"``
+    picks forward mode when the input has fewer elements than the output. An int
+    ``argnums`` gives one Jacobian, a tuple a tuple of them; an output that is a tuple or
+    dict of arrays gives the same structure of Jacobians.
+
+    >>> import numpy as np
+    >>> from tape import jacobian
+    >>> f = lambda x: np.array([1.0, 2.0, 3.0]) * np.sum(x ** 2)
+    >>> jacobian(f, mode="fwd")(np.array([1.0, 2.0]))
+    array([[ 2.,  4.],
+           [ 4.,  8.],
+           [ 6., 12.]])
+    >>> jacobian(f, mode="rev")(np.array([1.0, 2.0])).shape
+    (3, 2)
+    """
+    if mode not in ("auto", "fwd", "rev"):
+        raise ValueError(f"mode must be 'auto', 'fwd' or 'rev', got {mode!r}")
+
+    @functools.wraps(f)
+    def jacobian_of(*args: Any, **kwargs: Any):
+        nums, single = _normalise_argnums(argnums, len(args), getattr(f, "__name__", "f"))
+        for i in nums:
+            _check_jacobian_input(f, i, args[i])
+        how = mode
+        if how == "auto":
+            # the output's size decides; a run on plain values finds it, recording nothing
+            plain = [_stripped(a) for a in args]
+            out = f(*plain, **{k: _stripped(v) for k, v in kwargs.items()})
+            n_out = sum(int(np.size(o)) for o in tree_flatten(out)[0])
+            n_in = sum(int(np.size(plain[i])) for i in nums)
+            how = "fwd" if n_in < n_out else "rev"
+        if how == "fwd":
+            out_def, jacs = _jacobian_fwd(f, nums, args, kwargs)
+        else:
+            out_def, jacs = _jacobian_rev(f, nums, args, kwargs)
+        jacs = [js[0] if single else tuple(js) for js in jacs]
+        return tree_unflatten(out_def, jacs)
+
+    return jacobian_of
+
+
+def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """The Hessian of scalar-valued ``f``, forward mode over reverse mode: one batched
+    forward pass through ``grad(f)``. Its shape is ``in.shape + in.shape``; a tuple
+    ``argnums`` gives the blocks ``H[i][j]``.
+
+    >>> import numpy as np
+    >>> from tape import hessian
+    >>> hessian(lambda x: x[0] ** 2 * x[1] + np.sin(x[1]))(np.array([1.0, 0.0]))
+    array([[0., 2.],
+           [2., 0.]])
+    """
+    from .functional import grad
+
+    h = jacobian(grad(f, argnums=argnums), argnums=argnums, mode="fwd")
+
+    @functools.wraps(f)
+    def hessian_of(*args: Any, **kwargs: Any):
+        blocks = h(*args, **kwargs)
+        if isinstance(argnums, int):
+            return _like(blocks, args[argnums])
+        # the inputs' dtype: a gradient computed through float64 constants is cast back
+        return tuple(
+            tuple(_like(b, args[i], args[j]) for b, j in zip(row, argnums))
+            for row, i in zip(blocks, argnums)
+        )
+
+    return hessian_of
+
+
+def hvp(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """The Hessian-vector product of scalar-valued ``f``: ``hvp(f)(*args, v)`` is
+    ``H v`` (``v`` shaped like ``args[argnums]``; a tuple of them for a tuple
+    ``argnums``), as the forward derivative of ``grad(f)`` along ``v``. The Hessian is
+    never formed: it costs a small multiple of one gradient.
+
+    >>> import numpy as np
+    >>> from tape import hvp
+    >>> A = np.array([[2.0, 1.0], [1.0, 3.0]])
+    >>> hvp(lambda x: 0.5 * x @ A @ x)(np.array([1.0, -1.0]), np.array([1.0, 0.0]))
+    array([2., 1.])
+    """
+    from .functional import grad
+
+    gradient = grad(f, argnums=argnums)
+
+    @functools.wraps(f)
+    def product(*args: Any, **kwargs: Any):
+        if not args:
+            raise TypeError("hvp(f)(*args, v) needs the arguments of f and then v")
+        *args, v = args
+        nums, single = _normalise_argnums(argnums, len(args), getattr(f, "__name__", "f"))
+        tangents: list = [None] * len(args)
+        for i, vi in zip(nums, (v,) if single else v):
+            tangents[i] = vi
+        product = jvp(lambda *a: gradient(*a, **kwargs), tuple(args), tuple(tangents))[1]
+        if single:
+            return _like(product, args[nums[0]])
+        return tuple(_like(p, args[i]) for p, i in zip(product, nums))
+
+    return product
+
+
+def stop_gradient(x: Any) -> Any:
+    """``x``'s value as a constant: no gradient flows through it, at any level of nesting,
+    in either mode. Works on arrays, floats and containers of them.
+
+    >>> from tape import grad, stop_gradient
+    >>> grad(lambda x: x * stop_gradient(x))(3.0)  # d/dx [x * c] with c = x = 3
+    (3.0,)
+    """
+    return _stripped(x)
+
+
+# -- checkpointing -------------------------------------------------------------------------
+
+
+@primitive
+def checkpointed(fn: Callable, leaves: tuple) -> Any:
+    """``fn(*leaves)`` recorded as one Branch: what ``checkpoint`` records."""
+    return fn(*leaves)
+
+
+def _differentiable(x: Any) -> bool:
+    x = _plain(x)
+    return isinstance(x, (float, complex, np.inexact)) or (
+        isinstance(x, np.ndarray) and x.dtype.kind in "fc"
+    )
+
+
+@sensitivity(checkpointed, 1)
+def _(y, ybar, fn, leaves):
+    # run fn again on a fresh tape and take its reverse pass: the records live only
+    # while this one Branch's adjoints are computed
+    tape = Tape()
+    nodes = [Leaf(tape, x) if _differentiable(x) else x for x in leaves]
+    try:
+        out = fn(*nodes)
+        if not (isinstance(out, Node) and out.tape is tape):
+            return [None] * len(leaves)
+        rtape = ReverseTape(tape)
+        rtape.adjoints[out.pos] = ybar
+        adjoints = propagate(tape, rtape).adjoints
+        return [adjoints[n.pos] if isinstance(n, Node) and n.tape is tape else None for n in nodes]
+    finally:
+        tape.records.clear()
+
+
+@pushforward(checkpointed, 1)
+def _(y, xdots, fn, leaves):
+    k = next(np.shape(t)[0] for t in xdots if t is not None)
+    out, tape = push_forward(fn, leaves, {}, xdots, k)
+    try:
+        return tape.tangent(out) if isinstance(out, Node) and out.tape is tape else None
+    finally:
+        tape.records.clear()
+        tape.tangents.clear()
+
+
+def checkpoint(f: Callable) -> Callable:
+    """``f`` recorded as one Branch: its inner records are dropped after the forward pass
+    and recomputed from its inputs in the reverse pass (Griewank's trade of time for
+    memory). Gradients are the same as without it.
+
+    ``f`` takes arrays, floats, or containers of them, and returns one array or float.
+    Pass everything it differentiates as an argument: a node it closes over would be
+    recorded inside it. Splitting a chain of ``n`` steps into about ``sqrt(n)``
+    checkpointed segments keeps peak memory near ``sqrt(n)`` steps' worth
+    (``benchmarks/checkpoint_memory.py``).
+
+    >>> import numpy as np
+    >>> from tape import Tape, Leaf, grad, checkpoint
+    >>> block = checkpoint(lambda x, w: np.tanh(x * w) + x)
+    >>> t = Tape()
+    >>> y = block(Leaf(t, np.ones(3)), 0.5)
+    >>> len(t)  # the Leaf and one Branch: tanh, multiply and add are not kept
+    2
+    >>> grad(lambda x: np.sum(block(x, 0.5)))(np.zeros(3))
+    (array([1.5, 1.5, 1.5]),)
+    """
+
+    @functools.wraps(f)
+    def checkpointed_f(*args: Any, **kwargs: Any) -> Any:
+        leaves, treedef = tree_flatten(list(args))
+
+        def fn(*xs):
+            return f(*tree_unflatten(treedef, list(xs)), **kwargs)
+
+        out = checkpointed(fn, tuple(leaves))
+        if isinstance(out, Node):
+            inner = out.value
+            if isinstance(inner, Node) and inner.tape is out.tape:
+                raise TypeError(
+                    f"checkpoint({getattr(f, '__name__', 'f')}) uses a node of the same tape "
+                    "that it was not given as an argument (a closure or a global): pass it "
+                    "as an argument, so that the recomputation can differentiate it"
+                )
+            if not isinstance(_plain(inner), (float, complex, np.generic, np.ndarray)):
+                raise TypeError(
+                    f"checkpoint({getattr(f, '__name__', 'f')}) returns "
+                    f"{type(_plain(inner)).__name__}: a checkpointed function returns one array"
+                )
+        return out
+
+    return checkpointed_f

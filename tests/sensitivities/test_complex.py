@@ -1,0 +1,202 @@
+"""Complex inputs and intermediates, under JAX's convention.
+
+For a real-valued f of a complex z = x + iy, ``grad(f)(z) == df/dx - 1j * df/dy``. Each
+test takes df/dx and df/dy by central differences in the real and the imaginary
+direction separately and compares with that.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tape import grad
+from tests.strategies import SHAPES, arrays, broadcastable
+
+
+def complex_numeric_grad(f, args, argnum, eps=1e-6):
+    """df/dx - 1j df/dy for argument ``argnum``, by central differences in each direction."""
+    args = list(args)
+    z = np.array(args[argnum], dtype=np.complex128)
+    scalar = np.ndim(args[argnum]) == 0
+    g = np.zeros_like(z)
+    for i in np.ndindex(z.shape):
+        h = eps * max(1.0, abs(z[i]))
+        parts = []
+        for step in (h, 1j * h):  # the real direction, then the imaginary one
+            up, down = z.copy(), z.copy()
+            up[i] += step
+            down[i] -= step
+            args_up, args_down = list(args), list(args)
+            args_up[argnum] = complex(up) if scalar else up
+            args_down[argnum] = complex(down) if scalar else down
+            parts.append((f(*args_up) - f(*args_down)) / (2 * h))
+        g[i] = parts[0] - 1j * parts[1]
+    return complex(g) if scalar else g
+
+
+def check_complex_grads(f, *args, argnums=(0,), rtol=1e-5, atol=1e-6):
+    """Assert that ``grad(f)`` matches JAX's convention by central differences, with the
+    input's dtype kept."""
+    got = grad(f, argnums=tuple(argnums))(*args)
+    for g, i in zip(got, argnums):
+        assert np.shape(g) == np.shape(args[i])
+        assert np.result_type(g) == np.result_type(args[i]), (
+            np.result_type(g),
+            np.result_type(args[i]),
+        )
+        if np.iscomplexobj(args[i]):
+            expected = complex_numeric_grad(f, args, i)
+        else:
+            from tests.fd import numeric_grad
+
+            expected = numeric_grad(f, args, i)
+        np.testing.assert_allclose(g, expected, rtol=rtol, atol=atol, err_msg=f"argument {i}")
+
+
+def complex_arrays(shape, low=0.3, high=1.5):
+    """Complex arrays whose real and imaginary parts are, in magnitude, in [low, high]:
+    off both axes, so away from every branch cut of the principal branches."""
+    magnitude = arrays(shape, low, high)
+    signs = arrays(shape, -1.0, 1.0, avoid=0.0).map(np.sign)
+    return st.tuples(magnitude, signs, magnitude, signs).map(
+        lambda p: p[0] * p[1] + 1j * p[2] * p[3]
+    )
+
+
+def weight(shape):
+    """A fixed complex weight: Re(w * f(z)) sees both parts of f(z)."""
+    k = np.arange(int(np.prod(shape)), dtype=float).reshape(shape)
+    return np.exp(1j * (0.7 * k + 0.3)) * (1 + 0.1 * k)
+
+
+def real_loss(f):
+    def loss(*args):
+        y = f(*args)
+        return np.sum(np.real(y * weight(np.shape(y))))
+
+    return loss
+
+
+# -- the documented example --------------------------------------------------------------
+
+
+def test_the_convention_of_jaxs_autodiff_cookbook():
+    # grad(f)(3+4j) for f(z) = x**2 + y**2 is 6-8j in JAX's cookbook
+    f = lambda z: np.real(z) ** 2 + np.imag(z) ** 2  # noqa: E731
+    assert grad(f)(3.0 + 4.0j) == (6.0 - 8.0j,)
+    assert grad(lambda z: np.abs(z) ** 2)(3.0 + 4.0j) == (6.0 - 8.0j,)
+    # a gradient-descent step goes along the conjugate
+    z = 3.0 + 4.0j
+    for _ in range(50):
+        z = z - 0.1 * np.conj(grad(f)(z)[0])
+    assert abs(z) < 1e-4
+
+
+# -- holomorphic functions: the real rule unchanged ---------------------------------------
+
+HOLOMORPHIC = {
+    "negative": np.negative, "positive": np.positive, "square": np.square,
+    "reciprocal": np.reciprocal, "sqrt": np.sqrt, "exp": np.exp, "exp2": np.exp2,
+    "expm1": np.expm1, "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "arcsin": np.arcsin, "arccos": np.arccos,
+    "arctan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
+    "arcsinh": np.arcsinh, "arccosh": np.arccosh, "arctanh": np.arctanh, "sinc": np.sinc,
+    "power_real_exponent": lambda z: np.power(z, 2.5), "power_of_real_base": lambda z: 1.7 ** z,
+    "rdiv": lambda z: 1.0 / z, "matmul_free_polynomial": lambda z: 3 * z**3 - z * 2j + 1,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(HOLOMORPHIC))
+@settings(max_examples=4, deadline=None)
+@given(data=st.data())
+def test_holomorphic_functions(name, data):
+    f = HOLOMORPHIC[name]
+    z = data.draw(SHAPES.flatmap(complex_arrays))
+    check_complex_grads(real_loss(f), z)
+
+
+BINARY = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "divide": np.divide,
+    "power": np.power,
+    "float_power": np.float_power,
+}
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@settings(max_examples=4, deadline=None)
+@given(data=st.data())
+def test_binary_functions_under_broadcasting(name, data):
+    f = BINARY[name]
+    sa, sb = data.draw(broadcastable(2))
+    a, b = data.draw(complex_arrays(sa)), data.draw(complex_arrays(sb))
+    check_complex_grads(real_loss(f), a, b, argnums=(0, 1))
+
+
+# -- functions that are not holomorphic ---------------------------------------------------
+
+NOT_HOLOMORPHIC = {
+    "absolute": lambda z: np.abs(z) * 1.5, "abs_squared": lambda z: np.abs(z) ** 2,
+    "real": lambda z: np.real(z * (2 - 1j)), "imag": lambda z: np.imag(z * (2 - 1j)),
+    "angle": np.angle, "angle_deg": lambda z: np.angle(z, deg=True),
+    "conjugate": lambda z: np.real(np.conjugate(z) * z * (1 + 2j)),
+    "conj_method_mixture": lambda z: np.abs(np.exp(z.conjugate()) + z) ** 2,
+    # a real value made from a complex one, used in complex arithmetic again
+    "real_back_into_complex": lambda z: np.real((np.abs(z) * 1j + z) ** 2),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(NOT_HOLOMORPHIC))
+@settings(max_examples=4, deadline=None)
+@given(data=st.data())
+def test_functions_that_are_not_holomorphic(name, data):
+    f = NOT_HOLOMORPHIC[name]
+    z = data.draw(SHAPES.flatmap(complex_arrays))
+    check_complex_grads(lambda z: np.sum(f(z)), z)
+
+
+def test_absolute_of_zero_has_gradient_zero():
+    assert grad(lambda z: np.abs(z))(0j) == (0j,)
+
+
+# -- dtypes ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_a_complex_input_keeps_its_complex_dtype(dtype):
+    z = np.array([1 + 2j, -0.5 + 1j], dtype=dtype)
+    (g,) = grad(lambda z: np.sum(np.abs(np.sin(z)) ** 2))(z)
+    assert g.dtype == dtype
+    assert isinstance(grad(lambda z: np.abs(z))(1 + 1j)[0], complex)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_real_input_through_complex_intermediates_gets_a_real_gradient(dtype):
+    x = np.array([0.3, -1.2, 2.0], dtype=dtype)
+
+    def f(x):
+        z = np.exp(1j * x) * (1 + x)  # complex intermediates throughout
+        return np.sum(np.real(z) ** 2 + np.imag(z * z))
+
+    (g,) = grad(f)(x)
+    assert g.dtype == dtype
+    xd = x.astype(float)
+    expected = 2 * np.cos(xd) * (1 + xd) * (np.cos(xd) - np.sin(xd) * (1 + xd))
+    expected += 2 * np.cos(2 * xd) * (1 + xd) ** 2 + 2 * np.sin(2 * xd) * (1 + xd)  # d Im(z^2)
+    np.testing.assert_allclose(g, expected, rtol=1e-5 if dtype == np.float64 else 1e-4)
+
+
+def test_real_and_complex_arguments_together():
+    x, z = np.array([0.5, -1.0]), np.array([1 + 1j, 0.3 - 2j])
+    check_complex_grads(lambda x, z: np.sum(np.abs(x * z + np.exp(z)) ** 2), x, z, argnums=(0, 1))
+
+
+def test_second_derivatives_through_complex_intermediates():
+    from tests.fd import check_grads
+
+    # d/dx of a real gradient computed through complex arithmetic
+    f = lambda x: np.sum(np.abs(np.exp(1j * x) * (2 + x)) ** 2 + np.real(np.sin(x + 1j) ** 2))  # noqa: E731
+    check_grads(lambda x: grad(f, argnums=0)(x), np.array([0.3, -0.7, 1.1]), rtol=1e-4, atol=1e-5)

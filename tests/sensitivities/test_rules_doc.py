@@ -1,0 +1,20 @@
+"""docs/rules.md is generated from the registry and kept current."""
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_generator():
+    spec = importlib.util.spec_from_file_location("rules_doc", ROOT / "scripts" / "rules_doc.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_rules_doc_is_current():
+    generator = load_generator()
+    assert (ROOT / "docs" / "rules.md").read_text() == generator.render(), (
+        "docs/rules.md is out of date: run python scripts/rules_doc.py"
+    )

@@ -1,0 +1,167 @@
+"""Statistics helpers against central differences; the implementations also against
+NumPy's own values."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sensitivities.registry import implementation_of
+from tape import Leaf, Tape
+from tests.fd import check_grads
+from tests.sensitivities.cases import Case, rule_test
+from tests.strategies import arrays
+
+sizes = st.integers(1, 5)
+
+
+def convolve_draw(data):
+    a = data.draw(arrays((data.draw(sizes),)))
+    v = data.draw(arrays((data.draw(sizes),)))
+    return a, v, data.draw(st.sampled_from(["full", "same", "valid"]))
+
+
+def interp_draw(on_knots):
+    """Points inside and outside the sample points ``xp``; ``on_knots``: some exactly on
+    them (the values are linear in ``fp`` everywhere), else none within 0.01 of them
+    (the interpolant has kinks there)."""
+
+    def draw(data):
+        n = data.draw(st.integers(1, 5))
+        xp = np.cumsum(data.draw(arrays((n,), 0.3, 1.0))) - 1.0
+        x = data.draw(arrays(data.draw(st.sampled_from([(), (4,), (2, 3)])), -2.0, 5.0))
+        gap = x[..., None] - xp
+        near = np.abs(gap).min(axis=-1) < 0.01
+        nearest = xp[np.abs(gap).argmin(axis=-1)]
+        x = np.where(near, nearest if on_knots else nearest + 0.05, x)
+        fp = data.draw(arrays((n,)))
+        left, right = data.draw(st.sampled_from([(None, None), (-3.0, None), (None, 4.0)]))
+        return x, xp, fp, left, right
+
+    return draw
+
+
+CASES = [
+    Case(np.convolve, convolve_draw, argnums=(0, 1)),
+    Case(np.interp, interp_draw(True), argnums=(2,), name="interp-fp"),
+    Case(np.interp, interp_draw(False), argnums=(0,), name="interp-x"),
+]
+
+test_stats_rules = rule_test(CASES)
+
+
+def cov_draw(data):
+    n, k = data.draw(st.integers(2, 5)), data.draw(st.integers(1, 3))
+    rowvar = data.draw(st.booleans())
+    m = data.draw(arrays(data.draw(st.sampled_from([(n,), (k, n) if rowvar else (n, k)]))))
+    y = data.draw(st.sampled_from([None, "y"]))
+    if y:
+        y = data.draw(arrays((n,)))
+    fweights, aweights = np.arange(1, n + 1), np.linspace(0.5, 1.5, n)
+    kwargs = data.draw(st.sampled_from([
+        {}, {"bias": True}, {"ddof": 0}, {"fweights": fweights}, {"aweights": aweights},
+        {"fweights": fweights, "aweights": aweights, "ddof": 1},
+    ]))  # fmt: skip
+    return m, y, rowvar, kwargs
+
+
+def corrcoef_draw(data):
+    n, k = data.draw(st.integers(3, 5)), data.draw(st.integers(2, 3))
+    # rows with a spread, so that no variance is near zero
+    m = (
+        data.draw(arrays((k, n), -0.5, 0.5))
+        + np.linspace(-2.0, 2.0, n) * np.arange(1, k + 1)[:, None] ** 0.5
+    )
+    m = m + np.cos(np.arange(n) * np.arange(1, k + 1)[:, None])
+    return m, data.draw(st.booleans())
+
+
+def trapezoid_draw(data):
+    shape = data.draw(st.sampled_from([(4,), (3, 4), (2, 3, 2)]))
+    y = data.draw(arrays(shape))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    x = data.draw(st.sampled_from([None, "1d", "nd"]))
+    if x == "1d":
+        x = data.draw(arrays((shape[axis],)))
+    elif x == "nd":
+        x = data.draw(arrays(shape))
+    return y, x, data.draw(arrays((), 0.5, 2.0)), axis
+
+
+def polyfit_draw(data):
+    n = data.draw(st.integers(2, 6))
+    x = np.linspace(-1.0, 1.0, n) + data.draw(arrays((n,), -0.05, 0.05))  # distinct points
+    y = data.draw(arrays(data.draw(st.sampled_from([(n,), (n, 2)]))))
+    w = data.draw(st.sampled_from([None, "w"]))
+    if w:
+        w = data.draw(arrays((n,), 0.5, 2.0))
+    return x, y, data.draw(st.integers(0, n - 1)), w
+
+
+IMPLEMENTED = [
+    # (function, draw, what to differentiate, argnums)
+    (np.cov, cov_draw, lambda m, y, rowvar, kw: np.cov(m, y, rowvar, **kw), (0, 1)),
+    (
+        np.corrcoef,
+        corrcoef_draw,
+        lambda m, rowvar: np.corrcoef(m if rowvar else m.T, rowvar=rowvar),
+        (0,),
+    ),
+    (
+        np.polyval,
+        lambda d: (
+            d.draw(arrays((d.draw(sizes),))),
+            d.draw(arrays((3,))),
+        ),
+        None,
+        (0, 1),
+    ),
+    (np.polyval, lambda d: (d.draw(arrays((d.draw(sizes),))), d.draw(arrays(()))), None, (0, 1)),
+    (np.trapezoid, trapezoid_draw, lambda y, x, dx, axis: np.trapezoid(y, x, dx, axis), (0, 1, 2)),
+    (np.correlate, convolve_draw, None, (0, 1)),
+    (np.polyfit, polyfit_draw, lambda x, y, deg, w: np.polyfit(x, y, deg, w=w), (0, 1, 3)),
+]
+
+
+IDS = [f"{f.__name__}-{i}" for i, (f, *_) in enumerate(IMPLEMENTED)]
+
+
+def _argnums(args, argnums):
+    # only float arguments are differentiated: None, strings and dicts pass through
+    return tuple(i for i in argnums if isinstance(args[i], (np.ndarray, float)))
+
+
+@pytest.mark.parametrize("f, draw, fn, argnums", IMPLEMENTED, ids=IDS)
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_implementations_match_finite_differences(f, draw, fn, argnums, data):
+    assert implementation_of(f) is not None
+    args = draw(data)
+    argnums = _argnums(args, argnums)
+    check_grads(fn or f, *args, argnums=argnums, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("f, draw, fn, argnums", IMPLEMENTED, ids=IDS)
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_implementations_give_numpys_values(f, draw, fn, argnums, data):
+    args = draw(data)
+    nodes = list(args)
+    t = Tape()
+    for i in _argnums(args, argnums):
+        nodes[i] = Leaf(t, args[i])
+    got = (fn or f)(*nodes)
+    np.testing.assert_allclose(getattr(got, "value", got), (fn or f)(*args), rtol=1e-12, atol=1e-12)
+
+
+def test_complex_convolution_and_covariance_follow_the_convention():
+    from tests.sensitivities.test_linalg import check_complex_grads
+
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal(4) + 1j * rng.standard_normal(4)
+    v = rng.standard_normal(3) + 1j * rng.standard_normal(3)
+    m = rng.standard_normal((2, 4)) + 1j * rng.standard_normal((2, 4))
+    check_complex_grads(np.convolve, a, v, argnums=(0, 1))
+    check_complex_grads(lambda a, v: np.correlate(a, v, "full"), a, v, argnums=(0, 1))
+    check_complex_grads(lambda v, a: np.correlate(v, a, "same"), v, a, argnums=(0, 1))
+    check_complex_grads(np.cov, m)

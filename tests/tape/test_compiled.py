@@ -1,0 +1,254 @@
+"""compile_grad: a recorded tape replayed equals grad, and guards catch what changed."""
+
+import math
+
+import numpy as np
+import pytest
+
+from sensitivities import registry
+from tape import TapeMismatchError, compile_grad, grad, value_and_grad
+from tape.compiled import _SCALAR
+from tests.fd import numeric_grad
+
+
+def chain(x, n=50):
+    for _ in range(n):
+        x = x + 0.01 * np.log(np.exp(np.sin(x)) + 1)
+    return x
+
+
+def mlp_loss(params, x, y):
+    w1, b1, w2, b2 = params
+    h = np.tanh(x @ w1 + b1)
+    logits = h @ w2 + b2
+    m = np.max(logits, axis=1, keepdims=True)
+    logp = logits - m - np.log(np.sum(np.exp(logits - m), axis=1, keepdims=True))
+    return -np.sum(y * logp) / x.shape[0]
+
+
+def mlp_data(rng, batch=8, sizes=(5, 7, 3)):
+    params = [
+        rng.standard_normal((sizes[0], sizes[1])) * 0.3,
+        rng.standard_normal(sizes[1]) * 0.1,
+        rng.standard_normal((sizes[1], sizes[2])) * 0.3,
+        rng.standard_normal(sizes[2]) * 0.1,
+    ]
+    x = rng.standard_normal((batch, sizes[0]))
+    y = np.eye(sizes[2])[rng.integers(0, sizes[2], batch)]
+    return params, x, y
+
+
+def assert_same(a, b, rtol=1e-12):
+    if isinstance(a, dict):
+        assert type(b) is dict and list(a) == list(b)
+        return assert_same(list(a.values()), list(b.values()), rtol)
+    if isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for u, v in zip(a, b):
+            assert_same(u, v, rtol)
+        return
+    assert type(a) is type(b)
+    assert np.shape(a) == np.shape(b) and np.result_type(a) == np.result_type(b)
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=1e-14)
+
+
+def test_scalar_chain_equals_grad_and_central_differences():
+    g = compile_grad(chain, 0.3)
+    for x in (0.3, -1.2, 2.5):
+        assert_same(g(x), grad(chain)(x))
+        assert g(x)[0] == pytest.approx(numeric_grad(chain, (x,), 0), rel=1e-6)
+    assert g.recordings == 1
+    assert_same(g(np.float64(0.7)), grad(chain)(np.float64(0.7)))  # another type: recorded again
+
+
+def test_vector_chain_and_float32():
+    f = lambda x: np.sum(chain(x, 10))  # noqa: E731
+    x = np.linspace(-1, 1, 10)
+    g = compile_grad(f, x)
+    assert_same(g(x + 0.5), grad(f)(x + 0.5))
+    x32 = x.astype(np.float32)
+    g32 = compile_grad(f, x32)
+    assert g32(x32)[0].dtype == np.float32
+    assert_same(g32(x32 * 2), grad(f)(x32 * 2), rtol=1e-5)
+
+
+def test_mlp_value_and_gradient_with_new_data():
+    rng = np.random.default_rng(0)
+    params, x, y = mlp_data(rng)
+    g = compile_grad(mlp_loss, params, x, y, argnums=0)
+    for _ in range(3):  # new parameters and a new batch: same tape
+        params, x, y = mlp_data(rng)
+        value, grads = g.value_and_grad(params, x, y)
+        v2, g2 = value_and_grad(mlp_loss, argnums=0)(params, x, y)
+        assert value == pytest.approx(v2, rel=1e-12)
+        assert_same(grads, g2)
+    assert g.recordings == 1
+    numeric = numeric_grad(
+        lambda b: mlp_loss([params[0], b, params[2], params[3]], x, y), (params[1],), 0
+    )
+    np.testing.assert_allclose(grads[1], numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_containers_indexing_lists_and_broadcasting():
+    def f(p, idx):
+        a, b = p["a"], p["b"]
+        parts = np.concatenate([a[idx], b[None, :].T[:, 0] * 2.0, a[:2]])
+        return np.sum(np.stack([parts, parts**2]) * np.array([[1.0], [0.5]])) + a[0] * a[1]
+
+    rng = np.random.default_rng(1)
+    p = {"a": rng.standard_normal(5), "b": rng.standard_normal(3)}
+    idx = np.array([0, 0, 3])
+    g = compile_grad(f, p, idx, argnums=0)
+    p2 = {"a": rng.standard_normal(5), "b": rng.standard_normal(3)}
+    assert_same(g(p2, idx), grad(f, argnums=0)(p2, idx))
+    assert g.recordings == 1
+    idx2 = np.array([1, 4, 4])  # an index array is frozen into the tape: new values re-record
+    assert_same(g(p2, idx2), grad(f, argnums=0)(p2, idx2))
+    assert g.recordings == 2
+
+
+def test_second_argument_and_unused_argument():
+    f = lambda x, y, z: np.sum(x * y) + 0.0 * np.sum(x)  # noqa: E731
+    x, y, z = np.ones(3), np.arange(3.0), 2.0
+    g = compile_grad(f, x, y, z)
+    assert_same(g(x * 2, y + 1, 3.0), grad(f)(x * 2, y + 1, 3.0))
+
+
+def test_changed_shape_dtype_or_type_re_records_or_raises():
+    f = lambda x: np.sum(np.sin(x) * x)  # noqa: E731
+    g = compile_grad(f, np.ones(3))
+    assert_same(g(np.ones(4)), grad(f)(np.ones(4)))
+    assert_same(g(np.ones(4, np.float32)), grad(f)(np.ones(4, np.float32)))
+    assert g.recordings == 3
+    strict = compile_grad(f, np.ones(3), on_change="raise")
+    with pytest.raises(
+        TapeMismatchError,
+        match=r"argument 0 is ndarray float64\[4\], recorded as ndarray float64\[3\]",
+    ):
+        strict(np.ones(4))
+    with pytest.raises(TapeMismatchError, match="float32"):
+        strict(np.ones(3, np.float32))
+
+
+def test_changed_branch_is_never_replayed():
+    def f(x):
+        if x > 0:
+            return x * x
+        return np.sin(x)
+
+    g = compile_grad(f, 2.0)
+    assert g(3.0) == (6.0,)
+    assert g(-1.0) == (math.cos(-1.0),)  # the other branch: recorded again
+    assert g.recordings == 2
+    strict = compile_grad(f, 2.0, on_change="raise")
+    with pytest.raises(TapeMismatchError, match="greater.*another path"):
+        strict(-1.0)
+
+
+def test_changed_mask_and_truth_value_and_argmax():
+    def f(x):
+        i = np.argmax(x)
+        y = np.where(x > 0, x, 0.1 * x)
+        if np.sum(x):  # bool of a node
+            y = y * 2.0
+        return np.sum(y**2) + x[i]
+
+    x = np.array([1.0, -2.0, 3.0])
+    g = compile_grad(f, x, on_change="raise")
+    assert_same(g(x * 1.5), grad(f)(x * 1.5))
+    for other in (
+        np.array([3.0, -2.0, 1.0]),
+        np.array([1.0, 2.0, 3.0]),
+        np.array([1.0, -4.0, 3.0]),
+    ):
+        with pytest.raises(TapeMismatchError):
+            g(other)
+    relaxed = compile_grad(f, x)
+    for other in (
+        np.array([3.0, -2.0, 1.0]),
+        np.array([1.0, 2.0, 3.0]),
+        np.array([1.0, -4.0, 3.0]),
+    ):
+        assert_same(relaxed(other), grad(f)(other))
+
+
+def test_math_errors_fall_back_to_numpy_semantics():
+    f = lambda x: np.log(x) + 1.0 / x  # noqa: E731
+    g = compile_grad(f, np.float64(2.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for x in (np.float64(0.0), np.float64(-1.0)):  # math.log raises where np.log warns
+            assert_same(g(x), grad(f)(x))
+
+
+def test_keyword_arguments_and_constant_outputs():
+    f = lambda x, scale=1.0: scale * np.sum(x**2)  # noqa: E731
+    g = compile_grad(f, np.ones(2))
+    assert_same(g(np.ones(2), scale=3.0), grad(f)(np.ones(2), scale=3.0))
+    c = compile_grad(lambda x: 1.0, np.ones(2))
+    assert_same(c(np.ones(2)), (np.zeros(2),))
+
+
+def test_data_argument_used_as_plain_value_stays_a_constant():
+    def f(w, n):
+        return np.sum(w**2) * float(n)  # float() needs a plain value
+
+    g = compile_grad(f, np.ones(2), 2.0, argnums=0)
+    assert_same(g(np.ones(2) * 3, 2.0), grad(f, argnums=0)(np.ones(2) * 3, 2.0))
+    assert_same(g(np.ones(2), 5.0), grad(f, argnums=0)(np.ones(2), 5.0))
+
+
+def test_errors_match_grad():
+    with pytest.raises(TypeError, match="dtype int"):
+        compile_grad(lambda x: np.sum(x), np.arange(3))
+    with pytest.raises(TypeError, match="scalar"):
+        compile_grad(lambda x: x * 2, np.ones(3))
+
+
+def test_nested_derivative_goes_through_an_outer_tape():
+    g = compile_grad(lambda x: x**3, 2.0, argnums=0)
+    second = grad(lambda x: g(x) * 1.0, argnums=0)
+    assert second(2.0) == pytest.approx(12.0)
+
+
+def test_long_tape_compiles_in_chunks():
+    g = compile_grad(lambda x: chain(x, 800), 0.1)  # 4,800 records
+    assert g.tape_length > 4800
+    assert_same(g(0.2), grad(lambda x: chain(x, 800))(0.2))
+
+
+@pytest.mark.parametrize("f", list(_SCALAR), ids=lambda f: f.__name__)
+def test_scalar_forms_agree_with_the_registered_rules(f):
+    x = [0.7, 1.3][: f.nin]
+    y = f(*x)
+    rules = registry.lookup(f)
+    for i in range(f.nin):
+        expected = rules.rule(i, x)(y, 0.9, *x)
+        forward, adjoints = _SCALAR[f]
+        env = {f"_{n}": getattr(math, n) for n in ("exp", "log", "sqrt", "sin", "cos", "tanh")}
+        names = [f"a{j}" for j in range(f.nin)]
+        env.update(dict(zip(names, x)), y=float(y), gy=0.9)
+        assert eval(forward.format(*names), env) == pytest.approx(float(y), rel=1e-15)
+        assert eval(adjoints[i].format(*names, y="y", g="gy"), env) == pytest.approx(
+            float(expected), rel=1e-15
+        )
+
+
+@pytest.mark.parametrize(
+    "axis, keepdims", [(None, False), (0, False), (1, True), ((0, 2), False), (-1, False)]
+)
+def test_sum_reductions_with_axes(axis, keepdims):
+    x = np.random.default_rng(2).standard_normal((2, 3, 4))
+    f = lambda x: np.sum(np.sum(x, axis=axis, keepdims=keepdims) ** 2)  # noqa: E731
+    assert_same(compile_grad(f, x)(x + 1), grad(f)(x + 1))
+
+
+def test_gradient_inside_the_function_and_its_branches():
+    def f(x):
+        inner = grad(lambda y: np.sum(np.where(y > 0, y, 0.0) * np.sin(x)))(x)[0]
+        return np.sum(inner**2)
+
+    x = np.array([0.3, -0.7, 1.1])
+    g = compile_grad(f, x, on_change="raise")
+    assert_same(g(x * 1.2), grad(f)(x * 1.2))
+    with pytest.raises(TapeMismatchError):  # a comparison on the inner tape's nodes changed
+        g(-x)

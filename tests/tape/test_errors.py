@@ -1,0 +1,436 @@
+"""Every row of docs/errors.md: a bad input, the error it gets, and that nothing is left
+behind. Gradients that still work are compared with central differences."""
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tape
+from tape import (
+    AnomalyError,
+    Leaf,
+    MissingRuleError,
+    MutationError,
+    NodeConversionError,
+    Tape,
+    debug,
+    detect_anomaly,
+    grad,
+    primitive,
+    propagate,
+    reverse_tape,
+    sensitivity,
+)
+from tests.fd import numeric_grad
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
+
+
+@primitive
+def _no_rule(x):
+    return x * 2.0
+
+
+@primitive
+def _wrong_shape(x):
+    return x * 2.0
+
+
+@sensitivity(_wrong_shape, 0)
+def _(y, ybar, x):
+    return np.ones(np.shape(x)[0] + 1)
+
+
+@primitive
+def _failing(x):
+    return x + 1.0
+
+
+@sensitivity(_failing, 0)
+def _(y, ybar, x):
+    raise ZeroDivisionError("this rule is broken")
+
+
+def _still_works():
+    (g,) = grad(lambda x: np.sum(np.sin(x) * x))(np.array([0.3, 0.7]))
+    x = np.array([0.3, 0.7])
+    np.testing.assert_allclose(g, np.sin(x) + x * np.cos(x))
+
+
+# -- inputs to grad ---------------------------------------------------------------------
+
+
+def test_int_input():
+    with pytest.raises(TypeError, match=r"argument 0 \('x'\).*dtype int64.*floating-point"):
+        grad(lambda x: x * 2.0)(np.arange(3))
+    with pytest.raises(TypeError, match=r"argument 0 \('x'\).*int"):
+        grad(lambda x: x * 2.0)(3)
+
+
+def test_bool_input():
+    with pytest.raises(TypeError, match=r"argument 1 \('m'\).*dtype bool"):
+        grad(lambda x, m: x * m)(1.0, np.array([True, False]))
+
+
+def test_int_input_left_out_with_argnums_is_fine():
+    assert grad(lambda x, n: x**n, argnums=0)(2.0, 3) == pytest.approx(12.0)
+
+
+def test_non_scalar_output():
+    with pytest.raises(TypeError, match=r"return a scalar.*shape \(2,\).*jacobian or vjp"):
+        grad(lambda x: x * 2.0)(np.ones(2))
+
+
+def test_complex_output():
+    with pytest.raises(TypeError, match="real scalar"):
+        grad(lambda x: x * 1j)(1.0)
+
+
+def test_argnums_out_of_range():
+    with pytest.raises(ValueError, match="argnums 2 is out of range"):
+        grad(lambda x, y: x * y, argnums=2)(1.0, 2.0)
+
+
+def test_leaf_of_ints():
+    with pytest.raises(TypeError, match="floating-point"):
+        Leaf(Tape(), np.arange(3))
+
+
+# -- nodes turned into plain values -----------------------------------------------------
+
+
+def test_node_stored_into_an_ndarray():
+    a = np.zeros(3)
+
+    def f(x):
+        a[0] = x
+        return np.sum(a)
+
+    with pytest.raises(ValueError, match="sequence") as info:
+        grad(f)(1.0)
+    assert isinstance(info.value.__cause__, NodeConversionError)
+    assert "at(a)[i].set(node)" in str(info.value.__cause__)
+
+    def g(x):
+        a[:] = x
+        return np.sum(a)
+
+    with pytest.raises(NodeConversionError, match=r"at\(a\)\[i\]\.set"):
+        grad(g)(np.ones(3))
+    _still_works()
+
+
+def test_math_on_nodes():
+    with pytest.raises(NodeConversionError, match=r"math\.\*.*np\.sin"):
+        grad(lambda x: math.sin(x))(1.0)
+
+
+def test_float_int_item_on_nodes():
+    for convert in (float, int, lambda x: x.item()):
+        with pytest.raises(NodeConversionError):
+            grad(lambda x, convert=convert: convert(x) * 1.0)(1.0)
+
+
+def test_np_asarray_on_nodes():
+    with pytest.raises(NodeConversionError, match="np.stack"):
+        grad(lambda x: np.sum(np.asarray(x)))(np.ones(2))
+
+
+# -- writing in place -------------------------------------------------------------------
+
+
+def test_setitem_on_a_node():
+    def f(x):
+        x[0] = 5.0
+        return np.sum(x)
+
+    with pytest.raises(TypeError, match=r"immutable.*at\(x\)\[i\]\.set\(v\)"):
+        grad(f)(np.ones(3))
+
+
+def test_out_argument_of_a_ufunc():
+    with pytest.raises(TypeError, match=r"np\.sin\(\.\.\., out=\.\.\.\).*drop out="):
+        grad(lambda x: np.sum(np.sin(x, out=np.empty(2))))(np.ones(2))
+
+
+def test_ndarray_updated_in_place_with_a_node():
+    def f(x):
+        a = np.ones(2)
+        a += x
+        return np.sum(a)
+
+    with pytest.raises(TypeError, match=r"np\.add\(\.\.\., out=\.\.\.\).*drop out="):
+        grad(f)(np.ones(2))
+
+
+def test_out_argument_of_a_numpy_function():
+    with pytest.raises(TypeError, match=r"np\.sum\(\.\.\., out=\.\.\.\).*drop out="):
+        grad(lambda x: np.sum(x, out=np.empty(())))(np.ones(2))
+
+
+def test_ufunc_at_on_a_node():
+    def f(x):
+        np.add.at(x, [0], 1.0)
+        return np.sum(x)
+
+    with pytest.raises(TypeError, match=r"np\.add\.at.*in place.*at\(x\)\[index\]\.add"):
+        grad(f)(np.ones(2))
+
+
+def test_in_place_mutation_of_a_constant_after_use():
+    def f(x):
+        w = np.array([1.0, 2.0])
+        y = np.sum(x * w)
+        w *= 10.0  # the reverse pass of x * w needs the old w
+        return y
+
+    with pytest.raises(
+        MutationError, match=r"argument 1 of \[\d+\] Branch.*f=multiply.*changed in place"
+    ):
+        grad(f)(np.ones(2))
+
+
+def test_in_place_mutation_of_an_input_array():
+    x = np.array([0.5, 1.5])
+    t = Tape()
+    leaf = Leaf(t, x)
+    y = np.sum(np.sin(leaf))
+    x[1] = 3.0
+    with pytest.raises(MutationError, match=r"input held by \[0\] Leaf"):
+        propagate(t, reverse_tape(y))
+
+
+def test_in_place_mutation_of_a_large_array_and_of_a_view():
+    big = np.random.default_rng(0).standard_normal(1000)  # past the byte-copy size
+
+    def f(x):
+        y = np.sum(x * big)
+        big[[3, 7]] = big[[7, 3]]  # a rearrangement leaves the sum of the bits alone
+        return y
+
+    with pytest.raises(MutationError):
+        grad(f)(np.ones(1000))
+
+    base = np.ones(4)
+
+    def g(x):
+        y = np.sum(x * base[1:3])  # a view of base
+        base[2] = 7.0
+        return y
+
+    with pytest.raises(MutationError):
+        grad(g)(np.ones(2))
+
+
+def test_in_place_mutation_of_a_branch_value():
+    t = Tape()
+    x = Leaf(t, np.array([0.5, 1.5]))
+    y = np.exp(x)  # exp's rule reads y
+    z = np.sum(y)
+    y.value[0] = 0.0
+    with pytest.raises(MutationError, match=r"the value of \[1\] Branch.*f=exp"):
+        propagate(t, reverse_tape(z))
+
+
+def test_mutation_of_an_index_array():
+    def f(x):
+        idx = np.array([0, 0, 1])
+        y = np.sum(x[idx] * np.array([1.0, 2.0, 3.0]))
+        idx[:] = 2
+        return y
+
+    with pytest.raises(MutationError, match=r"argument 1 of \[\d+\] Branch.*f=getitem"):
+        grad(f)(np.ones(3))
+
+
+def test_mutation_after_the_pass_is_harmless_and_copies_are_fine():
+    w = np.array([1.0, 2.0])
+
+    def f(x):
+        y = np.sum(x * w.copy())
+        return y
+
+    (g,) = grad(f)(np.ones(2))
+    w[0] = 5.0
+    np.testing.assert_array_equal(g, [1.0, 2.0])
+
+
+# -- rules ------------------------------------------------------------------------------
+
+
+def test_missing_rule():
+    with pytest.raises(
+        MissingRuleError, match=r"(?s)_no_rule has no sensitivity.*@tape\.sensitivity"
+    ):
+        grad(lambda x: _no_rule(x))(1.0)
+    ufunc = np.frompyfunc(lambda v: v, 1, 1)
+    with pytest.raises(MissingRuleError, match="cannot be entered"):
+        grad(lambda x: ufunc(x))(1.0)
+    _still_works()
+
+
+def test_rule_returning_the_wrong_shape():
+    def f(x):
+        return np.sum(_wrong_shape(np.sin(x)))
+
+    with pytest.raises(ValueError, match=r"returned shape \(4,\).*argument's shape \(3,\)") as info:
+        grad(f)(np.ones(3))
+    note = "\n".join(info.value.__notes__)
+    assert "f=_wrong_shape" in note and "tape.debug()" in note
+
+
+def test_error_in_a_rule_names_the_branch_and_under_debug_the_line():
+    def f(x):
+        y = np.cos(x)
+        z = _failing(y)  # the line the note must show
+        return np.sum(z)
+
+    with pytest.raises(ZeroDivisionError) as info:
+        grad(f)(np.ones(2))
+    assert re.search(r"\[2\] Branch.*f=_failing", info.value.__notes__[0])
+    with debug(), pytest.raises(ZeroDivisionError) as info:
+        grad(f)(np.ones(2))
+    note = info.value.__notes__[0]
+    assert f'File "{__file__}"' in note and "z = _failing(y)  # the line" in note
+    _still_works()
+
+
+def test_node_as_keyword_argument():
+    with pytest.raises(TypeError, match="keyword argument 'a_max'.*positionally"):
+        grad(lambda x: np.sum(np.clip(np.ones(2), 0.0, a_max=x)))(np.ones(2))
+    with pytest.raises(TypeError, match="keyword argument 'x'.*positionally"):
+        grad(lambda x: np.linalg.norm(x=x))(np.ones(2))
+    with pytest.raises(TypeError, match="keyword argument 'b'.*positionally"):
+        grad(lambda x: np.dot(x, b=x))(np.ones(2))
+
+
+# -- tapes ------------------------------------------------------------------------------
+
+
+def test_a_node_leaked_from_a_finished_grad():
+    kept = []
+
+    def f(x):
+        kept.append(x)
+        return x * 2.0
+
+    grad(f)(1.0)
+    with pytest.raises(ValueError, match="already taken and cleared"):
+        grad(lambda y: y * kept[0])(3.0)
+    with pytest.raises(ValueError, match="already taken and cleared"):
+        np.sin(kept[0])
+
+
+def test_nodes_of_another_live_tape_are_constants():
+    outer, inner = Tape(), Tape()
+    a = Leaf(outer, 2.0)
+    b = Leaf(inner, 3.0)
+    y = a * b  # recorded on inner (made later); a is a constant there
+    rt = propagate(inner, reverse_tape(y))
+    assert rt[b] == 2.0
+    with pytest.raises(KeyError, match="not on the reverse tape"):
+        rt[a]
+
+
+def test_reverse_tape_of_another_tape():
+    t1, t2 = Tape(), Tape()
+    y = Leaf(t1, 1.0) * 2.0
+    Leaf(t2, 1.0)
+    with pytest.raises(ValueError, match="made for another tape"):
+        propagate(t2, reverse_tape(y))
+
+
+def test_seed_of_the_wrong_shape():
+    t = Tape()
+    y = Leaf(t, np.ones(2)) * 2.0
+    with pytest.raises(ValueError, match=r"seed ybar has shape \(3,\)"):
+        reverse_tape(y, np.ones(3))
+
+
+def test_records_added_after_the_reverse_tape():
+    t = Tape()
+    x = Leaf(t, 1.0)
+    y = x * 2.0
+    rt = reverse_tape(y)
+    np.sin(x)
+    with pytest.raises(ValueError, match="make the reverse tape after recording"):
+        propagate(t, rt)
+
+
+# -- failures leave nothing behind --------------------------------------------------------
+
+
+def test_exception_inside_f_leaves_no_state():
+    import gc
+
+    def f(x):
+        np.sin(x)
+        raise KeyError("user bug")
+
+    with pytest.raises(KeyError, match="user bug"):
+        grad(f)(1.0)
+    assert gc.isenabled()
+    assert tape.core._watching == 0
+    _still_works()
+
+
+def test_exception_inside_a_rule_leaves_no_state():
+    import gc
+
+    with pytest.raises(ZeroDivisionError):
+        grad(lambda x: _failing(x))(1.0)
+    with pytest.raises(ZeroDivisionError), detect_anomaly():
+        grad(lambda x: _failing(x))(1.0)
+    assert gc.isenabled()
+    assert tape.core._watching == 0
+    _still_works()
+
+
+# -- NaN and infinity -------------------------------------------------------------------
+
+
+def test_nan_gradient_found_by_detect_anomaly():
+    def f(x):
+        safe = np.where(x > 0, x, 1.0)
+        return np.sum(np.where(x > 0, np.log(x), 0.0) + safe)  # log(0) = -inf, masked
+
+    x = np.array([0.0, 2.0])
+    with np.errstate(all="ignore"):
+        (g,) = grad(f)(x)  # the classic: a NaN from 0 * inf in where's masked branch
+        assert np.isnan(g[0])
+        with detect_anomaly(forward=False), pytest.raises(AnomalyError) as info:
+            grad(f)(x)
+        assert "sensitivity of log" in str(info.value)
+        assert "np.where(x > 0, np.log(x), 0.0)" in str(info.value)
+        with (
+            detect_anomaly(),
+            pytest.raises(AnomalyError, match=r"log returned -?inf from finite inputs"),
+        ):
+            grad(f)(x)
+
+
+def test_no_false_alarm_on_finite_programs():
+    def f(x):
+        return np.sum(np.tanh(x) ** 2)
+
+    x = np.array([0.2, -1.3])
+    with detect_anomaly():
+        (g,) = grad(f)(x)
+    np.testing.assert_allclose(g, numeric_grad(f, (x,), 0), rtol=1e-6)
+
+
+# -- the table --------------------------------------------------------------------------
+
+
+def test_every_row_of_the_table_names_a_test_that_exists():
+    rows = [
+        line for line in DOC.read_text().splitlines() if line.startswith("| ") and "`test_" in line
+    ]
+    assert len(rows) >= 20
+    names = set(globals())
+    for row in rows:
+        for name in re.findall(r"`(test_\w+)`", row):
+            assert name in names, name

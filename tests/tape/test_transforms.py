@@ -1,0 +1,443 @@
+"""vjp, jacobian, hessian, hvp, checkpoint, stop_gradient, has_aux and check_grad, each
+against an independent answer: an analytic formula or central differences."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import expit
+
+from sensitivities.registry import primitive, pushforward, sensitivity
+from tape import (
+    Leaf,
+    Node,
+    Tape,
+    check_grad,
+    checkpoint,
+    grad,
+    hessian,
+    hvp,
+    jacobian,
+    jvp,
+    stop_gradient,
+    transforms,
+    value_and_grad,
+    vjp,
+)
+from tests.fd import numeric_grad
+from tests.strategies import arrays
+
+
+def numeric_jacobian(f, x, eps=1e-6):
+    """d f / d x by central differences, shaped out.shape + x.shape."""
+    x = np.asarray(x, dtype=float)
+    columns = []
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = eps
+        columns.append((np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * eps))
+    out_shape = np.shape(columns[0])
+    return np.moveaxis(np.array(columns), 0, -1).reshape(out_shape + x.shape)
+
+
+def numeric_hessian(f, x):
+    return numeric_jacobian(lambda v: grad(f)(v)[0], x)
+
+
+# -- vjp ----------------------------------------------------------------------------------
+
+
+def test_a_pullback_is_reused_without_running_f_again():
+    calls = []
+
+    def f(x, W):
+        calls.append(1)
+        return np.tanh(W @ x)
+
+    rng = np.random.default_rng(0)
+    x, W = rng.standard_normal(3), rng.standard_normal((4, 3))
+    y, pullback = vjp(f, x, W)
+    np.testing.assert_allclose(y, np.tanh(W @ x))
+    for k in range(4):
+        u = np.eye(4)[k]
+        gx, gW = pullback(u)
+        d = (1 - y**2) * u
+        np.testing.assert_allclose(gx, W.T @ d)
+        np.testing.assert_allclose(gW, np.outer(d, x))
+    assert len(calls) == 1
+    # the cotangent the user passes is never written into
+    u = np.ones(4)
+    pullback(u)
+    np.testing.assert_array_equal(u, np.ones(4))
+
+
+def test_vjp_of_structured_outputs_and_errors():
+    y, pullback = vjp(lambda x: {"a": x * 2, "b": (np.sum(x), x[0])}, np.array([1.0, 2.0]))
+    (g,) = pullback({"a": np.array([1.0, 1.0]), "b": (1.0, 10.0)})
+    np.testing.assert_allclose(g, [13.0, 3.0])
+    with pytest.raises(ValueError, match="shape"):
+        pullback({"a": np.ones(3), "b": (1.0, 1.0)})
+
+
+# -- jacobian -------------------------------------------------------------------------------
+
+
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_jacobian_in_both_modes_on_non_square_functions(data):
+    n_in, n_out = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 5))
+    x = data.draw(arrays((n_in, 2), -1.0, 1.0))
+    A = data.draw(arrays((n_out, n_in), -1.0, 1.0))
+
+    def f(x):
+        h = np.tanh(A @ x)  # (n_out, 2)
+        return h * np.sum(x**2) + np.sin(h[:, ::-1])
+
+    fwd = jacobian(f, mode="fwd")(x)
+    rev = jacobian(f, mode="rev")(x)
+    assert fwd.shape == rev.shape == (n_out, 2, n_in, 2)
+    np.testing.assert_allclose(fwd, rev, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(fwd, numeric_jacobian(f, x), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(jacobian(f)(x), fwd, rtol=1e-10, atol=1e-12)
+
+
+def test_jacobian_of_several_arguments_and_outputs():
+    def f(a, b, n):
+        return a * b[0], np.sum(a) * b**n
+
+    a, b = np.array([1.0, 2.0, 3.0]), np.array([0.5, -1.0])
+    for mode in ("fwd", "rev"):
+        (Ja, Jb), (Ka, Kb) = jacobian(f, argnums=(0, 1), mode=mode)(a, b, 2)
+        np.testing.assert_allclose(Ja, np.diag([0.5] * 3))
+        np.testing.assert_allclose(Jb, np.stack([a, 0 * a], axis=1))
+        np.testing.assert_allclose(Ka, np.outer(b**2, np.ones(3)))
+        np.testing.assert_allclose(Kb, np.diag(np.sum(a) * 2 * b))
+
+
+def test_scalar_inputs_and_outputs():
+    assert jacobian(np.sin)(0.0) == 1.0
+    np.testing.assert_allclose(jacobian(lambda x: np.sum(x**2))(np.array([1.0, 2.0])), [2.0, 4.0])
+    np.testing.assert_allclose(jacobian(lambda s: s * np.arange(3.0))(2.0), np.arange(3.0))
+
+
+def test_auto_mode_picks_forward_for_few_inputs_and_reverse_for_few_outputs(monkeypatch):
+    used = []
+    for name in ("_jacobian_fwd", "_jacobian_rev"):
+        original = getattr(transforms, name)
+        monkeypatch.setattr(
+            transforms, name, lambda *a, _o=original, _n=name: used.append(_n) or _o(*a)
+        )
+    jacobian(lambda x: np.outer(x, x))(np.ones(2))  # 2 inputs, 4 outputs
+    jacobian(lambda x: np.sum(x))(np.ones(3))  # 3 inputs, 1 output
+    assert used == ["_jacobian_fwd", "_jacobian_rev"]
+
+
+def test_jacobian_rejects_bad_modes_and_containers():
+    with pytest.raises(ValueError, match="mode"):
+        jacobian(np.sin, mode="sideways")
+    with pytest.raises(TypeError, match="separate arguments"):
+        jacobian(lambda p: p[0] * p[1])((1.0, 2.0))
+
+
+# -- Hessians of known functions ------------------------------------------------------------
+
+
+def rosenbrock(x):
+    return np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+
+def rosenbrock_hessian(x):
+    n = len(x)
+    H = np.zeros((n, n))
+    for i in range(n - 1):
+        H[i, i] += 2 - 400 * (x[i + 1] - x[i] ** 2) + 800 * x[i] ** 2
+        H[i + 1, i + 1] += 200
+        H[i, i + 1] = H[i + 1, i] = -400 * x[i]
+    return H
+
+
+def test_hessian_of_rosenbrock():
+    x = np.random.default_rng(0).standard_normal(5)
+    np.testing.assert_allclose(hessian(rosenbrock)(x), rosenbrock_hessian(x), rtol=1e-12)
+    np.testing.assert_allclose(jacobian(lambda v: grad(rosenbrock)(v)[0], mode="rev")(x),
+                               rosenbrock_hessian(x), rtol=1e-12)  # fmt: skip
+    check_grad(rosenbrock, x, order=2)
+
+
+def test_hessian_of_a_quadratic_form():
+    rng = np.random.default_rng(1)
+    A, b = rng.standard_normal((4, 4)), rng.standard_normal(4)
+    f = lambda x: 0.5 * x @ A @ x + b @ x + 3.0  # noqa: E731
+    np.testing.assert_allclose(hessian(f)(rng.standard_normal(4)), (A + A.T) / 2, rtol=1e-12)
+    # blocks for two arguments: f(x, y) = x^T B y
+    B = rng.standard_normal((3, 2))
+    (Hxx, Hxy), (Hyx, Hyy) = hessian(lambda x, y: x @ B @ y, argnums=(0, 1))(np.ones(3), np.ones(2))
+    np.testing.assert_allclose(Hxy, B)
+    np.testing.assert_allclose(Hyx, B.T)
+    assert not Hxx.any() and not Hyy.any() and Hxx.shape == (3, 3) and Hyy.shape == (2, 2)
+
+
+def test_hessian_of_the_logistic_loss():
+    rng = np.random.default_rng(2)
+    X, w = rng.standard_normal((20, 3)), rng.standard_normal(3)
+    y = (rng.random(20) < 0.5).astype(float)
+
+    def loss(w):
+        z = X @ w
+        return np.mean(np.logaddexp(0.0, z) - y * z) + 0.05 * np.sum(w**2)
+
+    p = expit(X @ w)
+    expected = X.T @ (X * (p * (1 - p))[:, None]) / 20 + 0.1 * np.eye(3)
+    np.testing.assert_allclose(hessian(loss)(w), expected, rtol=1e-10)
+    check_grad(loss, w, order=2)
+
+
+def gp_log_marginal_likelihood(theta, X, y, use_cholesky):
+    """log p(y | X, theta) of a GP with a squared-exponential kernel, theta the logs of the
+    length scale, signal and noise standard deviations."""
+    log_ell, log_sf, log_sn = theta[0], theta[1], theta[2]
+    sq = (X[:, None] - X[None, :]) ** 2
+    K = np.exp(2 * log_sf) * np.exp(-0.5 * sq * np.exp(-2 * log_ell)) + np.exp(2 * log_sn) * np.eye(
+        len(X)
+    )
+    n = len(X)
+    if use_cholesky:
+        L = np.linalg.cholesky(K)
+        a = np.linalg.solve(L, y)
+        return -0.5 * a @ a - np.sum(np.log(np.diagonal(L))) - 0.5 * n * np.log(2 * np.pi)
+    sign, logdet = np.linalg.slogdet(K)
+    return -0.5 * y @ np.linalg.solve(K, y) - 0.5 * logdet - 0.5 * n * np.log(2 * np.pi)
+
+
+@pytest.mark.parametrize("use_cholesky", [True, False], ids=["cholesky", "solve-slogdet"])
+def test_hessian_of_a_gaussian_process_log_marginal_likelihood(use_cholesky):
+    rng = np.random.default_rng(3)
+    X = np.sort(rng.uniform(-2, 2, 8))
+    y = np.sin(2 * X) + 0.1 * rng.standard_normal(8)
+    theta = np.array([-0.3, 0.2, -1.5])
+    f = lambda t: gp_log_marginal_likelihood(t, X, y, use_cholesky)  # noqa: E731
+    H = hessian(f)(theta)
+    np.testing.assert_allclose(H, H.T, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(H, numeric_hessian(f, theta), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(jacobian(lambda t: grad(f)(t)[0], mode="rev")(theta), H, rtol=1e-10)
+    v = np.array([1.0, -2.0, 0.5])
+    np.testing.assert_allclose(hvp(f)(theta, v), H @ v, rtol=1e-10)
+
+
+# -- hvp ----------------------------------------------------------------------------------------
+
+
+def test_hvp_matches_the_hessian_times_v():
+    rng = np.random.default_rng(4)
+    x, v = rng.standard_normal(5), rng.standard_normal(5)
+    np.testing.assert_allclose(hvp(rosenbrock)(x, v), rosenbrock_hessian(x) @ v, rtol=1e-12)
+    # several arguments: v is a tuple, one part per entry of argnums
+    f = lambda a, b: np.sum(a**2 * b)  # noqa: E731
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    ha, hb = hvp(f, argnums=(0, 1))(a, b, (np.ones(2), np.zeros(2)))
+    np.testing.assert_allclose(ha, 2 * b)
+    np.testing.assert_allclose(hb, 2 * a)
+
+
+def test_hvp_never_forms_the_hessian():
+    # the Hessian of this function on 10^5 inputs would take 80 GB
+    n = 100_000
+    x = np.linspace(-1, 1, n)
+    v = np.cos(np.arange(n))
+    f = lambda x: np.sum(np.sin(x) * x) + np.sum(x[1:] * x[:-1])  # noqa: E731
+    got = hvp(f)(x, v)
+    expected = (2 * np.cos(x) - x * np.sin(x)) * v
+    expected[:-1] += v[1:]
+    expected[1:] += v[:-1]
+    np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+
+
+# -- checkpoint ---------------------------------------------------------------------------------
+
+
+def layer(h, W, b):
+    return np.tanh(h @ W + b)
+
+
+def network(params, x, checkpointed):
+    step = checkpoint(layer) if checkpointed else layer
+    h = x
+    for W, b in params:
+        h = step(h, W, b)
+    return np.sum(h**2)
+
+
+def test_checkpoint_gives_the_same_gradient_and_records_one_branch():
+    rng = np.random.default_rng(5)
+    params = [(rng.standard_normal((3, 3)), rng.standard_normal(3)) for _ in range(4)]
+    x = rng.standard_normal((2, 3))
+    plain = grad(network, argnums=(0, 1))(params, x, False)
+    ckpt = grad(network, argnums=(0, 1))(params, x, True)
+    for (gW, gb), (cW, cb) in zip(plain[0], ckpt[0]):
+        np.testing.assert_array_equal(gW, cW)
+        np.testing.assert_array_equal(gb, cb)
+    np.testing.assert_array_equal(plain[1], ckpt[1])
+
+    t = Tape()
+    h = Leaf(t, x)
+    checkpoint(layer)(h, *params[0])
+    assert len(t) == 2 and t[1].f is transforms.checkpointed
+
+
+def test_checkpoint_recomputes_in_the_reverse_pass():
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return np.sin(x) * x
+
+    g = grad(lambda x: np.sum(checkpoint(f)(x)))(np.array([0.3, 0.4]))[0]
+    np.testing.assert_allclose(g, np.sin([0.3, 0.4]) + [0.3, 0.4] * np.cos([0.3, 0.4]))
+    assert len(calls) == 2  # once forwards, once again backwards
+
+
+def test_checkpoint_to_second_order_and_in_forward_mode():
+    f = lambda x: np.sum(checkpoint(lambda v, s: np.exp(np.sin(v) * s))(x, 2.0))  # noqa: E731
+    g = lambda x: np.sum(np.exp(np.sin(x) * 2.0))  # noqa: E731
+    x = np.array([0.1, -0.7, 0.4])
+    np.testing.assert_allclose(hessian(f)(x), hessian(g)(x), rtol=1e-12)
+    np.testing.assert_allclose(grad(lambda x: grad(f)(x)[0][1])(x)[0], hessian(g)(x)[1], rtol=1e-12)
+    np.testing.assert_allclose(jvp(f, (x,), (np.ones(3),))[1], jvp(g, (x,), (np.ones(3),))[1])
+    check_grad(f, x, order=2)
+
+
+def test_nested_checkpoints_and_keyword_constants():
+    inner = checkpoint(lambda x, scale=1.0: np.tanh(x) * scale)
+    outer = checkpoint(lambda x: inner(inner(x, scale=2.0), scale=0.5) + x)
+    x = np.array([0.2, 0.5])
+    check_grad(lambda x: np.sum(outer(x)), x, order=2)
+
+
+def test_checkpoint_refuses_a_closure_over_a_node_of_its_tape():
+    def f(x):
+        return checkpoint(lambda v: v * x)(np.ones(2) * x)  # closes over x
+
+    with pytest.raises(TypeError, match="pass it as an argument"):
+        grad(lambda x: np.sum(f(x)))(1.0)
+
+
+# -- stop_gradient and has_aux -----------------------------------------------------------------
+
+
+def test_stop_gradient_in_both_modes_and_in_containers():
+    assert grad(lambda x: x * stop_gradient(x))(3.0) == (3.0,)
+    assert jvp(lambda x: x * stop_gradient(x), (3.0,), (1.0,)) == (9.0, 3.0)
+    held = stop_gradient({"a": Leaf(Tape(), np.ones(2)), "b": [2.0]})
+    assert type(held["a"]) is np.ndarray and held["b"] == [2.0]
+    # it stops every level: the outer derivative of x * c(x) is c, not 2x
+    assert grad(lambda x: grad(lambda y: y * stop_gradient(x * x))(1.0)[0])(3.0) == (0.0,)
+
+
+def test_has_aux_carries_values_along():
+    def loss(w):
+        pred = np.tanh(w * 2.0)
+        return np.sum(pred**2), {"pred": pred, "n": 3}
+
+    w = np.array([0.1, 0.2])
+    (g,), aux = grad(loss, has_aux=True)(w)
+    (value, aux2), (g2,) = value_and_grad(loss, argnums=(0,), has_aux=True)(w)
+    np.testing.assert_allclose(g, numeric_grad(lambda w: loss(w)[0], (w,), 0), rtol=1e-6)
+    np.testing.assert_array_equal(g2, g)
+    np.testing.assert_array_equal(aux2["pred"], aux["pred"])
+    assert not isinstance(aux["pred"], Node) and aux["n"] == 3
+    np.testing.assert_allclose(aux["pred"], np.tanh(w * 2.0))
+    assert value == pytest.approx(np.sum(np.tanh(w * 2) ** 2))
+    with pytest.raises(TypeError, match="pair"):
+        grad(lambda w: np.sum(w), has_aux=True)(w)
+
+
+def test_has_aux_under_nested_grad():
+    def inner(x):
+        g, aux = grad(lambda y: (y * x * x, y * x), has_aux=True)(1.0)
+        return g[0] + aux  # x^2 + x
+
+    assert grad(inner)(3.0) == (7.0,)
+
+
+# -- check_grad catches wrong rules --------------------------------------------------------------
+
+
+@primitive
+def _cube(x):
+    return x**3
+
+
+sensitivity(_cube, 0)(lambda y, ybar, x: ybar * 3 * x**2)
+
+
+@primitive
+def _cube_wrong_backwards(x):
+    return x**3
+
+
+sensitivity(_cube_wrong_backwards, 0)(lambda y, ybar, x: ybar * 3 * x)
+
+
+@primitive
+def _cube_wrong_forwards(x):
+    return x**3
+
+
+sensitivity(_cube_wrong_forwards, 0)(lambda y, ybar, x: ybar * 3 * x**2)
+pushforward(_cube_wrong_forwards, 0)(lambda y, xdot, x: xdot * 2 * x**2)
+
+
+@primitive
+def _cube_not_differentiable(x):
+    return x**3
+
+
+# right first derivative, but the rule's x**2 is taken as a constant: wrong second one
+sensitivity(_cube_not_differentiable, 0)(lambda y, ybar, x: ybar * 3 * stop_gradient(x) ** 2)
+
+
+@primitive
+def _scaled_copy(x):
+    return x * 2.0
+
+
+sensitivity(_scaled_copy, 0)(lambda y, ybar, x: ybar * 2.0)
+
+
+@sensitivity.update(_scaled_copy, 0)
+def _(xbar, y, ybar, x):
+    xbar[...] = ybar * 2.0  # overwrites what was there instead of adding to it
+    return xbar
+
+
+def test_check_grad_passes_right_rules_to_any_order():
+    x = np.array([0.5, -1.2])
+    check_grad(lambda x: np.sum(_cube(x)), x, order=3)
+    check_grad(_cube, np.float32(0.7), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "f, order, mode",
+    [(_cube_wrong_backwards, 1, "rev"), (_cube_wrong_forwards, 1, "fwd"),
+     (_cube_not_differentiable, 2, "rev")],
+)  # fmt: skip
+def test_check_grad_catches_wrong_rules(f, order, mode):
+    x = np.array([0.5, -1.2])
+    with pytest.raises(AssertionError, match=f"the {mode} directional derivative"):
+        check_grad(f, x, order=order)
+
+
+def test_check_grad_catches_an_update_rule_that_overwrites():
+    with pytest.raises(AssertionError, match="pre-filled"):
+        check_grad(lambda x: _scaled_copy(x), np.array([1.0, 2.0]))
+
+
+def test_float32_stays_float32_in_jacobians_and_hessians():
+    x = np.array([0.3, -0.4, 0.8], dtype=np.float32)
+    f = lambda x: np.sum(np.sin(x) * x)  # noqa: E731
+    assert hessian(f)(x).dtype == np.float32
+    assert hvp(f)(x, np.ones(3, dtype=np.float32)).dtype == np.float32
+    for mode in ("fwd", "rev"):
+        J = jacobian(np.sin, mode=mode)(x)
+        assert J.dtype == np.float32
+        np.testing.assert_allclose(J, np.diag(np.cos(x)), rtol=1e-6)

@@ -1,0 +1,91 @@
+"""The documentation: it builds in strict mode, its examples run, and it covers the API."""
+
+import doctest
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tape
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+# pages generated or kept elsewhere, with their own tests
+OWN_TESTS = {"errors.md", "rules.md"}
+GUIDE = sorted(
+    p for p in DOCS.rglob("*.md") if p.name not in OWN_TESTS and "_ext" not in p.parts
+)
+
+
+def test_every_public_name_has_a_docstring_with_an_example():
+    missing = [
+        name for name in tape.__all__ if ">>>" not in (getattr(tape, name).__doc__ or "")
+    ]
+    assert not missing, f"public names whose docstring has no >>> example: {missing}"
+
+
+def test_every_public_name_is_in_the_api_reference():
+    api = (DOCS / "api.md").read_text()
+    documented = set(re.findall(r"^::: (?:tape|sensitivities)\.(?:\w+\.)*?(\w+)$", api, re.M))
+    documented |= set(re.findall(r"^      heading: (\w+)$", api, re.M))
+    missing = sorted(set(tape.__all__) - documented)
+    assert not missing, f"add these to docs/api.md: {missing}"
+
+
+@pytest.mark.parametrize("page", GUIDE, ids=[str(p.relative_to(DOCS)) for p in GUIDE])
+def test_the_examples_in_the_guide_run(page):
+    if ">>>" in page.read_text() and "scipy" in page.read_text():
+        pytest.importorskip("scipy")
+    result = doctest.testfile(
+        str(page),
+        module_relative=False,
+        optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS,
+        verbose=False,
+        report=True,
+    )
+    assert result.failed == 0, f"{result.failed} example(s) failed in {page.name}"
+
+
+def test_every_page_is_in_the_nav():
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for page in DOCS.rglob("*.md"):
+        if "_ext" not in page.parts:
+            assert str(page.relative_to(DOCS)) in nav, f"{page} is not in mkdocs.yml's nav"
+
+
+def load_extension():
+    path = DOCS / "_ext" / "doctest_blocks.py"
+    spec = importlib.util.spec_from_file_location("doctest_blocks", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_doctest_sessions_render_as_code_blocks():
+    pytest.importorskip("griffe")
+    fence = load_extension().fence
+    text = "Words.\n\n>>> f(1)  # doctest: +SKIP\n2\n\nMore words.\n    >>> g()\n"
+    assert fence(text) == (
+        "Words.\n\n```pycon\n>>> f(1)\n2\n```\n\nMore words.\n    ```pycon\n    >>> g()\n    ```"
+    )
+
+
+def test_the_documentation_builds_in_strict_mode(tmp_path):
+    for module in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"):
+        pytest.importorskip(module)
+    mkdocs = shutil.which("mkdocs") or shutil.which("mkdocs", path=str(Path(sys.executable).parent))
+    command = [mkdocs] if mkdocs else [sys.executable, "-m", "mkdocs"]
+    result = subprocess.run(
+        [*command, "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    api = (tmp_path / "site" / "api" / "index.html").read_text()
+    for name in ("grad", "Tape", "to_dot"):
+        assert f'id="tape.{name}"' in api or f'id="tape.graph.{name}"' in api
+    assert "&gt;&gt;&gt;" in api  # the docstrings' examples are there, as code

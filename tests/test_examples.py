@@ -1,0 +1,154 @@
+"""Every example runs with --quick, and its gradients agree with central differences."""
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tape import grad
+
+from .fd import numeric_grad
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def load(name):
+    # named under tests, so that the rules it registers count as test fixtures
+    spec = importlib.util.spec_from_file_location(f"tests.example_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def number(pattern, text):
+    return float(re.search(pattern, text).group(1))
+
+
+def test_every_example_is_tested_here():
+    for path in EXAMPLES.glob("*.py"):
+        assert f"test_{path.stem}" in globals(), f"{path.name} has no test"
+
+
+def test_quickstart():
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / "quickstart.py"), "--quick"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout
+    assert "(1.6065471361170487, 0.6791074260357777)" in out
+
+
+def test_custom_sensitivity(capsys):
+    example = load("custom_sensitivity")
+    timings = example.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "primitive + rule    [0.  0.5 1. ]" in out
+    assert "naive, traced       [0.  0.5 nan]" in out
+    assert "passed" in out
+    assert set(timings) == {"stable, traced", "primitive + rule"}
+    x = np.linspace(-40.0, 40.0, 81)
+    sigmoid = 1.0 / (1.0 + np.exp(-x))  # d/dx log(1 + e^x), written independently
+    got = grad(lambda v: np.sum(example.log1pexp(v)), argnums=0)(x)
+    np.testing.assert_allclose(got, sigmoid, rtol=1e-12, atol=1e-300)
+
+
+def test_logistic_regression(capsys):
+    pytest.importorskip("sklearn")
+    pytest.importorskip("scipy")
+    load("logistic_regression").main(["--quick"])
+    out = capsys.readouterr().out
+    assert number(r"train accuracy\s+([\d.]+)", out) > 0.95
+    assert number(r"test accuracy\s+([\d.]+)", out) > 0.9
+
+
+def test_logistic_regression_gradient():
+    example = load("logistic_regression")
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((20, 4)), (rng.random(20) > 0.5).astype(float)
+    params = rng.standard_normal(5) * 3  # large enough that some |z| are large
+    got = grad(example.loss, argnums=0)(params, X, y, 0.1)
+    expected = numeric_grad(example.loss, (params, X, y, 0.1), 0)
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-8)
+
+
+def test_mlp_digits(capsys, tmp_path):
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    pytest.importorskip("matplotlib")
+    history = load("mlp_digits").main(["--quick", "--out", str(tmp_path)])
+    assert history["test"][-1] >= 0.95
+    assert history["loss"][-1] < history["loss"][0]
+    png = tmp_path / "mlp_digits.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "test accuracy" in capsys.readouterr().out
+
+
+def test_mlp_digits_gradient():
+    example = load("mlp_digits")
+    rng = np.random.default_rng(1)
+    params = example.init([5, 4, 10], rng)
+    X = rng.standard_normal((6, 5))
+    onehot = np.eye(10)[rng.integers(0, 10, size=6)]
+    got = grad(example.loss, argnums=0)(params, X, onehot)
+    for key, value in params.items():
+
+        def f(v, key=key):
+            return example.loss({**params, key: v}, X, onehot)
+
+        np.testing.assert_allclose(got[key], numeric_grad(f, (value,), 0), rtol=1e-5, atol=1e-8)
+
+
+def test_gaussian_process(capsys, tmp_path):
+    pytest.importorskip("statsmodels")
+    pytest.importorskip("matplotlib")
+    pytest.importorskip("scipy")
+    result, rmse = load("gaussian_process").main(["--quick", "--out", str(tmp_path)])
+    assert rmse < 2.0  # ppm, over three held-out years; CO2 rises about 1.5 ppm a year
+    assert (tmp_path / "gaussian_process.png").read_bytes()[:4] == b"\x89PNG"
+    out = capsys.readouterr().out
+    assert number(r"max \|difference\| (\S+)", out) < 1e-8  # recorded vs textbook gradient
+    assert "RMSE" in out
+
+
+def test_gaussian_process_gradient():
+    pytest.importorskip("scipy")
+    example = load("gaussian_process")
+    rng = np.random.default_rng(2)
+    t = np.sort(rng.uniform(0, 5, size=12))
+    y = np.sin(t) + 0.1 * rng.standard_normal(12)
+    log_params = np.log([1.0, 3.0, 0.5, 4.0, 1.2, 0.3, 0.8, 0.2])
+    for nll in (example.neg_log_marginal_likelihood, example.neg_log_marginal_likelihood_textbook):
+        got = grad(example.objective, argnums=0)(log_params, t, y, nll)
+        expected = numeric_grad(example.objective, (log_params, t, y, nll), 0)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-8)
+
+
+def test_gaussian_process_likelihoods_agree_with_one_through_a_general_solve():
+    pytest.importorskip("scipy")
+    example = load("gaussian_process")
+
+    def through_solve(K, y):  # y^T K^-1 y / 2 + log|K| / 2, without the Cholesky factor
+        return 0.5 * y @ np.linalg.solve(K, y) + 0.5 * np.linalg.slogdet(K)[1]
+
+    rng = np.random.default_rng(3)
+    B = rng.standard_normal((6, 6))
+    y = rng.standard_normal(6)
+
+    def through(nll):
+        return grad(lambda B: nll(B @ B.T + 6 * np.eye(6), y), argnums=0)(B)
+
+    expected = through(through_solve)
+    for nll in (example.neg_log_marginal_likelihood, example.neg_log_marginal_likelihood_textbook):
+        np.testing.assert_allclose(through(nll), expected, rtol=1e-8)
+
+
+def test_tape_graph(capsys, tmp_path):
+    tape = load("tape_graph").main(["--quick", "--out", str(tmp_path)])
+    dot = (tmp_path / "tape_graph.dot").read_text()
+    assert dot.startswith("digraph tape {") and "cluster_reverse" in dot
+    assert dot.count(" [label=\"[") == 2 * len(tape)  # every record, and its adjoint
+    assert "f=tanh" in capsys.readouterr().out
+
