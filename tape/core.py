@@ -639,8 +639,11 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     else:
         kwargs = _NO_KWARGS
         value = f(*vals)
-    if type(value) is _ndarray:
-        seal = _sealed(seal, -1, value)
+    if type(value) is _ndarray and value.flags.owndata:
+        # A result the tape made itself: freezing it costs nothing and stops any later
+        # in-place change at the line that tries it. Views share the data of an array that
+        # is frozen or fingerprinted already.
+        value.flags.writeable = False
     node = Branch(tape, value, f, args, kwargs, seal)
     if _watching:
         _observer(node)
@@ -689,9 +692,9 @@ def _unbox_sequence(f, i, seq, tape, argnums, seal):
 
 # -- mutation detection -------------------------------------------------------------------
 #
-# NumPy arrays have no version counter, so each mutable array a record holds (its value,
-# a Leaf's input, an ndarray constant among a Branch's arguments) is fingerprinted when
-# recorded and checked when the reverse pass reaches the record. Scalars are immutable and
+# NumPy arrays have no version counter. Arrays the tape computes are made read-only; each
+# array it was handed (a Leaf's input, an ndarray constant among a Branch's arguments) is
+# fingerprinted when recorded and checked when the reverse pass reaches the record. Scalars are immutable and
 # cost nothing. Small arrays keep a private copy of their bytes (exact); larger ones keep
 # the wrap-around sum of their bits (catches any single change exactly) and a sum of their
 # values weighted by position (catches rearrangements and sign flips): two passes over

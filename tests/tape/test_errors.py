@@ -225,14 +225,15 @@ def test_in_place_mutation_of_a_large_array_and_of_a_view():
         grad(g)(np.ones(2))
 
 
-def test_in_place_mutation_of_a_branch_value():
+def test_in_place_mutation_of_a_branch_value_is_refused_where_it_is_tried():
     t = Tape()
     x = Leaf(t, np.array([0.5, 1.5]))
     y = np.exp(x)  # exp's rule reads y
     z = np.sum(y)
-    y.value[0] = 0.0
-    with pytest.raises(MutationError, match=r"the value of \[1\] Branch.*f=exp"):
-        propagate(t, reverse_tape(z))
+    with pytest.raises(ValueError, match="read-only"):
+        y.value[0] = 0.0
+    rt = propagate(t, reverse_tape(z))
+    np.testing.assert_allclose(rt[x], np.exp([0.5, 1.5]))
 
 
 def test_mutation_of_an_index_array():
