@@ -62,7 +62,7 @@ class Rules:
     for that slot; ``pre`` is the optional shared work done once per Branch.
     """
 
-    __slots__ = ("f", "plain", "update", "typed", "pre", "nondiff", "argnums", "family")
+    __slots__ = ("f", "plain", "update", "typed", "pre", "nondiff", "argnums", "family", "guarded")
 
     def __init__(self, f: Any) -> None:
         self.f = f
@@ -71,6 +71,9 @@ class Rules:
         self.typed: dict[tuple[str, int], Dispatcher] = {}
         self.pre: Callable | None = None
         self.nondiff = False
+        # (keyword, position) of arguments of a non-differentiable function that would carry a
+        # gradient (histogram's weights): a node there is an error, never a silent zero
+        self.guarded: tuple = ()
         self.argnums: set[int] = set()  # the arguments with any rule, checked when recording
         self.family: str = ""  # the module that registered the first rule: docs list by family
 
@@ -250,6 +253,14 @@ def nondifferentiable(*fs: Any) -> None:
     module = sys._getframe(1).f_globals.get("__name__", "")
     for f in fs:
         _rules_for(f, module).nondiff = True
+
+
+def nondifferentiable_except(f: Any, keyword: str, position: int) -> None:
+    """Mark ``f`` non-differentiable in all but one argument, which has no rule: a node
+    there (by ``keyword`` or at ``position``) raises instead of silently getting zero."""
+    rules = _rules_for(f, sys._getframe(1).f_globals.get("__name__", ""))
+    rules.nondiff = True
+    rules.guarded += ((keyword, position),)
 
 
 def pushforward(f: Any, argnum: int) -> Callable[[Callable], Callable]:

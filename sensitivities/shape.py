@@ -673,3 +673,63 @@ nondifferentiable(
     np.isreal, np.can_cast, np.tril_indices_from, np.triu_indices_from, np.diag_indices_from,
     np.shares_memory, np.may_share_memory,
 )  # fmt: skip
+
+
+# -- unique values and weighted counts: their values are elements of the input ----------
+
+
+@implementation(np.unique)
+def _unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None,
+            *, equal_nan=True, sorted=True):  # fmt: skip
+    if axis is not None:
+        raise NotImplementedError("np.unique(..., axis=...) on a node is not differentiable yet")
+    flat = np.ravel(ar)
+    order = np.argsort(flat, kind="stable")  # plain: the first of equal values comes first
+    ordered = flat[order]
+    first = np.concatenate([np.ones_like(order[:1], dtype=bool), ordered[1:] != ordered[:-1]])
+    values = ordered[first]  # each unique value's adjoint goes to its first occurrence
+    extras = []
+    if return_index:
+        extras.append(order[first])
+    if return_inverse:
+        inverse = np.empty_like(order)
+        inverse[order] = np.cumsum(first) - 1
+        extras.append(np.reshape(inverse, np.shape(ar)))
+    if return_counts:
+        extras.append(np.diff(np.append(np.flatnonzero(first), np.size(flat))))
+    return (values, *extras) if extras else values
+
+
+@implementation(np.unique_values)
+def _unique_values(x):
+    return _unique(x)
+
+
+@implementation(np.unique_counts)
+def _unique_counts(x):
+    return _UniqueCounts(*_unique(x, return_counts=True))
+
+
+@implementation(np.unique_inverse)
+def _unique_inverse(x):
+    return _UniqueInverse(*_unique(x, return_inverse=True))
+
+
+@implementation(np.unique_all)
+def _unique_all(x):
+    return _UniqueAll(*_unique(x, return_index=True, return_inverse=True, return_counts=True))
+
+
+_UniqueCounts = type(np.unique_counts(np.zeros(1)))
+_UniqueInverse = type(np.unique_inverse(np.zeros(1)))
+_UniqueAll = type(np.unique_all(np.zeros(1)))
+
+
+@implementation(np.bincount)
+def _bincount(x, weights=None, minlength=0):
+    # x holds integers, which carry no gradient: trunc (non-differentiable) gives them plain
+    x = np.trunc(x).astype(np.intp)
+    if weights is None:
+        return np.bincount(x, minlength=minlength)
+    bins = max(int(np.max(x)) + 1 if np.size(x) else 0, minlength)
+    return scatter_add(np.zeros_like(weights, shape=(bins,)), x, weights)

@@ -16,7 +16,7 @@ from sensitivities import (
 
 from .compiled import CompiledGrad, TapeMismatchError, compile_grad
 from .core import Branch, Leaf, MissingRuleError, MutationError, Node, NodeConversionError, Tape
-from .debug import AnomalyError, debug, detect_anomaly, recorded_at
+from .debugging import AnomalyError, debug, detect_anomaly, recorded_at
 from .checking import check_grad
 from .functional import grad, value_and_grad
 from .reverse import ReverseTape, propagate, reverse_tape

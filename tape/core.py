@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 import itertools
 import operator
+import sys
 import threading
 from types import MappingProxyType
 from typing import Any, Callable, Iterator
@@ -48,7 +49,7 @@ _levels = itertools.count()  # next() on a count is atomic under the GIL: safe a
 _NO_KWARGS: Any = MappingProxyType({})
 
 # How many debug or anomaly contexts are open, in any thread. While it is 0 the hot path
-# pays one global read; tape.debug installs the observer and keeps the count.
+# pays one global read; tape.debugging installs the observer and keeps the count.
 _watching = 0
 _observer: Callable | None = None
 
@@ -229,6 +230,13 @@ class Node:
         return apply(func, args, kwargs)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        counterpart = _scipy_counterpart(sys._getframe(1))
+        if counterpart:
+            raise NodeConversionError(
+                f"{counterpart[0]} converts its arguments to ndarrays, which would cut this "
+                f"node off the tape; call its differentiable counterpart {counterpart[1]} "
+                "instead (same arguments)"
+            )
         raise NodeConversionError(
             "a Node cannot be turned into an ndarray: its value would be cut off the tape "
             "and its gradient silently lost. Build arrays from nodes with np.stack, "
@@ -370,6 +378,14 @@ class Node:
     @property
     def T(self) -> Any:
         return apply(np.transpose, (self,))
+
+    @property
+    def real(self) -> Any:
+        return apply(np.real, (self,))
+
+    @property
+    def imag(self) -> Any:
+        return apply(np.imag, (self,))
 
     # -- the ndarray methods people call, recorded as the NumPy functions ---------------
 
@@ -582,7 +598,8 @@ def holds_node_of(a: Any, tape: Tape) -> bool:
 
 def _how_to_register(f: Any, argnum: int) -> str:
     name = function_name(f)
-    qual = f"np.{name}" if isinstance(f, np.ufunc) or getattr(f, "__module__", "").startswith("numpy") else name
+    numpy_function = str(getattr(f, "__module__", "") or "").startswith("numpy")
+    qual = f"np.{name}" if isinstance(f, np.ufunc) or numpy_function else name
     return (
         f"register one with\n\n    @tape.sensitivity({qual}, {argnum})\n"
         f"    def _(y, ybar, *args, **kwargs):\n        return ...  # the adjoint of argument {argnum}\n"
@@ -597,15 +614,19 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     (its NumPy implementation runs on the nodes, recording its inner calls).
     """
     tape = innermost_tape(args)
+    keyword_only = False
     if tape is None:
         if not kwargs:
             return f(*args)
-        if innermost_tape(tuple(kwargs.values())) is not None:  # else NumPy would call us again
-            raise _keyword_node(f, kwargs)
-        return f(*args, **kwargs)
+        tape = innermost_tape(tuple(kwargs.values()))
+        if tape is None:
+            return f(*args, **kwargs)
+        keyword_only = True  # np.average(x, weights=w): fine to enter, not to record
     if not tape.records:
         raise ValueError(_STALE)
     rules = _rules_get(f)
+    if keyword_only and rules is not None and not rules.nondiff:
+        raise _keyword_node(f, kwargs)
     if kwargs and kwargs.get("out") is not None and (rules is None or not rules.nondiff):
         raise TypeError(
             f"np.{function_name(f)}(..., out=...) would write the result into an array "
@@ -614,6 +635,15 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     if rules is None:
         return _enter(f, tape, args, kwargs or {})
     if rules.nondiff:
+        for keyword, position in rules.guarded:
+            held = kwargs.get(keyword) if kwargs else None
+            if position < len(args):
+                held = args[position]
+            if innermost_tape((held,)) is not None:
+                raise MissingRuleError(
+                    f"{function_name(f)} is not differentiable with respect to {keyword!r}, "
+                    f"which is a node here; {_how_to_register(f, position)}"
+                )
         return _plain(f, args, kwargs)
     argnums = rules.argnums
     seal = None
@@ -855,6 +885,27 @@ def _enter(f: Any, tape: Tape, args: tuple, kwargs: dict) -> Any:
             f"np.{function_name(f)} has no sensitivity, and NumPy's implementation of it "
             f"cannot run on nodes (it converts them to ndarrays); {_how_to_register(f, 0)}"
         ) from error
+
+
+def _scipy_counterpart(frame: Any) -> tuple[str, str] | None:
+    """(SciPy's function, tape's counterpart) when SciPy code is converting a node."""
+    from sensitivities import linalg, special
+
+    start = frame
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("scipy."):
+            name = frame.f_code.co_name
+            for ours in (linalg, special):
+                if name in getattr(ours, "__all__", ()) or (
+                    not name.startswith("_") and callable(getattr(ours, name, None))
+                    and getattr(getattr(ours, name), "__module__", "") == ours.__name__
+                ):
+                    family = module.split(".")[1]
+                    return f"scipy.{family}.{name}", f"{ours.__name__}.{name}"
+        frame = frame.f_back
+    ours = linalg.scipy_counterpart(start)  # sees through SciPy's batching wrapper
+    return (f"scipy.linalg.{ours.rpartition('.')[2]}", ours) if ours else None
 
 
 def _caused_by_conversion(error: BaseException | None) -> bool:

@@ -127,7 +127,7 @@ def propagate(tape: Tape, rtape: ReverseTape) -> ReverseTape:
             f"{len(tape.records)} records; make the reverse tape after recording"
         )
     if core._watching:
-        from .debug import anomaly_detected
+        from .debugging import anomaly_detected
 
         if anomaly_detected():
             return _propagate_watched(tape, rtape)
@@ -154,7 +154,7 @@ def propagate(tape: Tape, rtape: ReverseTape) -> ReverseTape:
 def _explain(error: Exception, records: list, pos: int) -> None:
     """Add to ``error`` which record the reverse pass was working on, and where it was
     recorded: the rule's own traceback ends inside the rule, far from the user's code."""
-    from .debug import AnomalyError
+    from .debugging import AnomalyError
 
     if isinstance(error, (MutationError, AnomalyError)) or not 0 <= pos < len(records):
         return  # these name their record already
@@ -168,7 +168,7 @@ def _explain(error: Exception, records: list, pos: int) -> None:
 def _propagate_watched(tape: Tape, rtape: ReverseTape) -> ReverseTape:
     """The reverse pass under tape.detect_anomaly(): every adjoint a rule contributes is
     checked, and the first that turns NaN or infinite is reported with its record."""
-    from .debug import _check_adjoints
+    from .debugging import _check_adjoints
 
     records = tape.records
     adjoints = rtape.adjoints

@@ -445,6 +445,17 @@ def along_axis(x, axis, kind):
     return np.apply_along_axis(funcs[kind], axis, x)
 
 
+def distinct_values(data):
+    x = array(data, NONEMPTY)
+    return x + np.arange(x.size).reshape(x.shape) * 0.37
+
+
+def bincount_draw(data):
+    n = data.draw(st.integers(1, 6))
+    index = np.array(data.draw(st.lists(st.integers(0, 4), min_size=n, max_size=n)))
+    return index, data.draw(arrays((n,)))
+
+
 IMPLEMENTED = [
     Case(np.atleast_1d, stackable(0), fn=atleast(np.atleast_1d), argnums=(0, 1)),
     Case(np.atleast_2d, stackable(0), fn=atleast(np.atleast_2d), argnums=(0, 1)),
@@ -523,6 +534,13 @@ IMPLEMENTED = [
         np.trim_zeros, trim_draw, fn=lambda x, keep, trim, axis: np.trim_zeros(x * keep, trim, axis)
     ),
     Case(np.apply_along_axis, along_axis_draw, fn=along_axis),
+    # unique values are their first occurrences; distinct draws keep their number fixed
+    Case(np.unique, lambda d: (distinct_values(d),)),
+    Case(np.unique_values, lambda d: (distinct_values(d),)),
+    Case(np.unique_counts, lambda d: (distinct_values(d),), fn=lambda x: np.unique_counts(x).values),
+    Case(np.unique_inverse, lambda d: (distinct_values(d),), fn=lambda x: np.unique_inverse(x).values),
+    Case(np.unique_all, lambda d: (distinct_values(d),), fn=lambda x: np.unique_all(x).values),
+    Case(np.bincount, bincount_draw, fn=lambda i, w: np.bincount(i, w, 2), argnums=(1,)),
 ]
 
 test_shape_implementations = implementation_test(IMPLEMENTED)
@@ -727,3 +745,35 @@ def test_nondifferentiable_functions_give_plain_results(f):
         np.testing.assert_array_equal(g, e)
     (g,) = grad(lambda x: np.sum(x) * 0.0 + np.sum(f(x)))(x)
     np.testing.assert_array_equal(g, np.zeros_like(x))
+
+
+def test_unique_values_carry_the_gradient_of_their_first_occurrence():
+    from tape import Leaf, Tape, grad
+    from tests.fd import check_grads
+
+    check_grads(lambda v: np.unique(v) ** 2, np.array([3.0, 1.0, 2.5, 2.0]))
+    x = np.array([3.0, 1.0, 3.0, 2.0, 1.0])
+    (g,) = grad(lambda v: np.sum(np.unique(v) * np.array([1.0, 2.0, 3.0])))(x)
+    np.testing.assert_array_equal(g, [3.0, 1.0, 0.0, 2.0, 0.0])
+    recorded = np.unique_all(Leaf(Tape(), x))
+    for got, expected in zip(recorded, np.unique_all(x)):
+        np.testing.assert_array_equal(getattr(got, "value", got), expected)
+
+
+def test_bincount_is_differentiable_in_its_weights():
+    from tests.fd import check_grads
+
+    w = np.array([0.5, 1.0, 2.0])
+    check_grads(lambda w: np.bincount(np.array([0, 2, 2]), w, 4), w)
+    check_grads(lambda w: np.bincount(np.array([1, 1, 0]), weights=w), w)
+
+
+def test_histogram_weights_are_refused_rather_than_given_zero_gradient():
+    import pytest
+
+    from tape import MissingRuleError, grad
+
+    with pytest.raises(MissingRuleError, match="weights"):
+        grad(lambda w: np.sum(np.histogram(np.arange(3.0), weights=w)[0]))(np.ones(3))
+    (g,) = grad(lambda x: np.sum(np.histogram(x, bins=2)[0] * 1.0) + np.sum(x))(np.arange(3.0))
+    np.testing.assert_array_equal(g, np.ones(3))

@@ -142,3 +142,18 @@ def test_storing_a_node_into_an_ndarray_explains_itself():
 def test_bool_of_a_node_is_the_truth_of_its_value():
     t = Tape()
     assert Leaf(t, 1.0) and not Leaf(t, 0.0)
+
+
+def test_real_and_imag_attributes_are_recorded():
+    z = np.array([1.0 + 2.0j, -0.5 + 0.25j])
+    # f(z) = sum(re(z)^2 + 3 im(z)): JAX's convention gives df/dx - i df/dy
+    (g,) = grad(lambda z: np.sum(z.real**2 + 3 * z.imag))(z)
+    np.testing.assert_allclose(g, 2 * z.real - 3j)
+    check_grads(lambda x: (x * (1 + 1j)).imag * x, A)
+
+
+def test_a_node_only_passed_by_keyword_enters_python_implementations():
+    x, w = np.array([1.0, 2.0, 4.0]), np.array([0.2, 0.3, 0.5])
+    check_grads(lambda x, w: np.average(x, weights=w), x, w)
+    with pytest.raises(TypeError, match="positionally"):
+        grad(lambda hi: np.sum(np.clip(A, 0.6, a_max=hi)))(1.0)
