@@ -1,7 +1,7 @@
 """Write docs/rules.md: every function tape differentiates, by family, from the registry.
 
-    python scripts/rules_doc.py          # rewrite docs/rules.md
-    python scripts/rules_doc.py --check  # exit 1 if docs/rules.md is out of date
+python scripts/rules_doc.py          # rewrite docs/rules.md
+python scripts/rules_doc.py --check  # exit 1 if docs/rules.md is out of date
 """
 
 from __future__ import annotations
@@ -78,7 +78,12 @@ def render() -> str:
         entries = sorted(set(by_family.get(family, [])))
         if not entries:
             continue
-        lines += [f"## {FAMILIES.get(family, family)} ({len(entries)})", "", "| function | kind |", "| --- | --- |"]
+        lines += [
+            f"## {FAMILIES.get(family, family)} ({len(entries)})",
+            "",
+            "| function | kind |",
+            "| --- | --- |",
+        ]
         lines += [f"| `{name}` | {kind} |" for name, kind in entries]
         lines.append("")
     return "\n".join(lines)

@@ -14,10 +14,10 @@ from sensitivities import (
     sensitivity,
 )
 
+from .checking import check_grad
 from .compiled import CompiledGrad, TapeMismatchError, compile_grad
 from .core import Branch, Leaf, MissingRuleError, MutationError, Node, NodeConversionError, Tape
 from .debugging import AnomalyError, debug, detect_anomaly, recorded_at
-from .checking import check_grad
 from .functional import grad, value_and_grad
 from .reverse import ReverseTape, propagate, reverse_tape
 from .transforms import checkpoint, hessian, hvp, jacobian, jvp, stop_gradient, vjp

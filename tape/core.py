@@ -602,7 +602,8 @@ def _how_to_register(f: Any, argnum: int) -> str:
     qual = f"np.{name}" if isinstance(f, np.ufunc) or numpy_function else name
     return (
         f"register one with\n\n    @tape.sensitivity({qual}, {argnum})\n"
-        f"    def _(y, ybar, *args, **kwargs):\n        return ...  # the adjoint of argument {argnum}\n"
+        "    def _(y, ybar, *args, **kwargs):\n"
+        f"        return ...  # the adjoint of argument {argnum}\n"
     )
 
 
@@ -724,11 +725,11 @@ def _unbox_sequence(f, i, seq, tape, argnums, seal):
 #
 # NumPy arrays have no version counter. Arrays the tape computes are made read-only; each
 # array it was handed (a Leaf's input, an ndarray constant among a Branch's arguments) is
-# fingerprinted when recorded and checked when the reverse pass reaches the record. Scalars are immutable and
-# cost nothing. Small arrays keep a private copy of their bytes (exact); larger ones keep
-# the wrap-around sum of their bits (catches any single change exactly) and a sum of their
-# values weighted by position (catches rearrangements and sign flips): two passes over
-# memory, about 0.5 ms for 8 MB.
+# fingerprinted when recorded and checked when the reverse pass reaches the record.
+# Scalars are immutable and cost nothing. Small arrays keep a private copy of their bytes
+# (exact); larger ones keep the wrap-around sum of their bits (catches any single change
+# exactly) and a sum of their values weighted by position (catches rearrangements and sign
+# flips): two passes over memory, about 0.5 ms for 8 MB.
 
 _SMALL = 1024  # bytes: up to this size a copy is cheaper than any checksum
 
@@ -871,8 +872,7 @@ def _enter(f: Any, tape: Tape, args: tuple, kwargs: dict) -> Any:
     entered = impl or getattr(f, "_implementation", None)
     if entered is None or isinstance(f, np.ufunc) or getattr(f, "__self__", None) is not None:
         raise MissingRuleError(
-            f"{function_name(f)} has no sensitivity and cannot be entered; "
-            f"{_how_to_register(f, 0)}"
+            f"{function_name(f)} has no sensitivity and cannot be entered; {_how_to_register(f, 0)}"
         )
     start = len(tape.records)
     try:
@@ -898,7 +898,8 @@ def _scipy_counterpart(frame: Any) -> tuple[str, str] | None:
             name = frame.f_code.co_name
             for ours in (linalg, special):
                 if name in getattr(ours, "__all__", ()) or (
-                    not name.startswith("_") and callable(getattr(ours, name, None))
+                    not name.startswith("_")
+                    and callable(getattr(ours, name, None))
                     and getattr(getattr(ours, name), "__module__", "") == ours.__name__
                 ):
                     family = module.split(".")[1]
@@ -916,7 +917,6 @@ def _caused_by_conversion(error: BaseException | None) -> bool:
         error = error.__cause__ or error.__context__
         seen += 1
     return False
-
 
 
 def _record_primitive(key: Callable, f: Callable, args: tuple, kwargs: dict) -> Any:

@@ -63,7 +63,10 @@ def _argument_name(f: Callable, i: int) -> str:
         params = list(inspect.signature(f).parameters.values())
     except (TypeError, ValueError):
         return f"argument {i}"
-    if i < len(params) and params[i].kind in (params[i].POSITIONAL_ONLY, params[i].POSITIONAL_OR_KEYWORD):
+    if i < len(params) and params[i].kind in (
+        params[i].POSITIONAL_ONLY,
+        params[i].POSITIONAL_OR_KEYWORD,
+    ):
         return f"argument {i} ({params[i].name!r})"
     return f"argument {i}"
 
@@ -135,7 +138,9 @@ def _normalise_argnums(argnums: Any, nargs: int, fname: str) -> tuple[tuple[int,
         if not isinstance(n, int) or isinstance(n, bool):
             raise TypeError(f"argnums must be ints, got {n!r}")
         if not -nargs <= n < nargs:
-            raise ValueError(f"argnums {n} is out of range: {fname} was called with {nargs} positional arguments")
+            raise ValueError(
+                f"argnums {n} is out of range: {fname} was called with {nargs} positional arguments"
+            )
     return tuple(n % nargs for n in nums), single
 
 
@@ -187,7 +192,9 @@ def _forward_and_reverse(
     fname = getattr(f, "__name__", "f")
     nums, single = _normalise_argnums(argnums, len(args), fname)
     if not nums:
-        raise ValueError(f"{who} needs at least one argument to differentiate {fname} with respect to")
+        raise ValueError(
+            f"{who} needs at least one argument to differentiate {fname} with respect to"
+        )
     tape = Tape()
     args, inputs = record_inputs(f, tape, args, nums)
     aux = None

@@ -263,11 +263,7 @@ def _accumulate(rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int) -
     current = rtape.adjoints[pos]
     if current is None:
         rtape.adjoints[pos] = xbar
-    elif (
-        rtape.owned[pos]
-        and type(xbar) is np.ndarray
-        and xbar.dtype == current.dtype
-    ):
+    elif rtape.owned[pos] and type(xbar) is np.ndarray and xbar.dtype == current.dtype:
         np.add(current, xbar, out=current)
     else:
         total = current + xbar
@@ -286,14 +282,14 @@ def unbroadcast(xbar: Any, shape: tuple, f: Any = None, argnum: int = 0) -> Any:
         xbar = np.sum(xbar, axis=tuple(range(extra)))
         xshape = xshape[extra:]
     if len(xshape) == len(shape):
-        stretched = tuple(
-            i for i, (n, m) in enumerate(zip(shape, xshape)) if n == 1 and m != 1
-        )
+        stretched = tuple(i for i, (n, m) in enumerate(zip(shape, xshape)) if n == 1 and m != 1)
         if stretched:
             xbar = np.sum(xbar, axis=stretched, keepdims=True)
             xshape = np.shape(xbar)
     if xshape != shape:
-        where = f"the sensitivity of {function_name(f)} for argument {argnum}" if f else "an adjoint"
+        where = (
+            f"the sensitivity of {function_name(f)} for argument {argnum}" if f else "an adjoint"
+        )
         raise ValueError(
             f"{where} returned shape {np.shape(xbar)}, which does not sum back to the "
             f"argument's shape {shape}: a rule must return its argument's shape or the "

@@ -537,8 +537,12 @@ IMPLEMENTED = [
     # unique values are their first occurrences; distinct draws keep their number fixed
     Case(np.unique, lambda d: (distinct_values(d),)),
     Case(np.unique_values, lambda d: (distinct_values(d),)),
-    Case(np.unique_counts, lambda d: (distinct_values(d),), fn=lambda x: np.unique_counts(x).values),
-    Case(np.unique_inverse, lambda d: (distinct_values(d),), fn=lambda x: np.unique_inverse(x).values),
+    Case(
+        np.unique_counts, lambda d: (distinct_values(d),), fn=lambda x: np.unique_counts(x).values
+    ),
+    Case(
+        np.unique_inverse, lambda d: (distinct_values(d),), fn=lambda x: np.unique_inverse(x).values
+    ),
     Case(np.unique_all, lambda d: (distinct_values(d),), fn=lambda x: np.unique_all(x).values),
     Case(np.bincount, bincount_draw, fn=lambda i, w: np.bincount(i, w, 2), argnums=(1,)),
 ]

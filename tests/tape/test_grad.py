@@ -111,8 +111,9 @@ def test_nested_grad_is_free_of_perturbation_confusion():
 
 # -- random compositions against central differences ---------------------------------------
 
-UNARY = [np.sin, np.cos, np.tanh, lambda v: np.exp(np.tanh(v)), lambda v: np.log(1.5 + np.sin(v)),
-         lambda v: np.sqrt(1.1 + np.cos(v)), lambda v: np.tanh(v) ** 2, lambda v: v * 0.5 - 1.0]  # fmt: skip
+UNARY = [np.sin, np.cos, np.tanh, lambda v: np.exp(np.tanh(v)),
+         lambda v: np.log(1.5 + np.sin(v)), lambda v: np.sqrt(1.1 + np.cos(v)),
+         lambda v: np.tanh(v) ** 2, lambda v: v * 0.5 - 1.0]  # fmt: skip
 BINARY = [np.add, np.subtract, np.multiply, lambda a, b: a / (1.5 + np.tanh(b))]
 REDUCE = [np.sum, np.mean, lambda v: np.sum(v, axis=0), lambda v: np.mean(v, axis=-1)]
 
@@ -123,7 +124,11 @@ def test_random_compositions_match_finite_differences(data):
     shape = data.draw(SHAPES)
     x = data.draw(arrays(shape, -1.5, 1.5))
     w = data.draw(arrays(shape[-1:] if shape else (), -1.5, 1.5))
-    steps = data.draw(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 3), st.booleans()), min_size=1, max_size=6))
+    steps = data.draw(
+        st.lists(
+            st.tuples(st.integers(0, 7), st.integers(0, 3), st.booleans()), min_size=1, max_size=6
+        )
+    )
     reduce = data.draw(st.sampled_from(REDUCE))
 
     def f(x, w):

@@ -92,7 +92,14 @@ def test_nodes_of_another_tape_are_constants():
 def test_non_differentiable_functions_give_plain_results_and_zero_gradient():
     t = Tape()
     x = Leaf(t, X)
-    for result in (np.floor(x), np.argmax(x), np.sign(x), np.isnan(x), np.shape(x), np.zeros_like(x)):
+    for result in (
+        np.floor(x),
+        np.argmax(x),
+        np.sign(x),
+        np.isnan(x),
+        np.shape(x),
+        np.zeros_like(x),
+    ):
         assert not isinstance(result, tape.Node)
     assert len(t) == 1
     (g,) = grad(lambda x: np.sum(np.floor(x) * 0 + np.round(x)))(X)

@@ -147,7 +147,9 @@ def test_a_rule_returning_the_wrong_shape_is_reported():
         return x * 2
 
     sensitivity(bad, 0)(lambda y, ybar, x: np.ones(5))
-    with pytest.raises(ValueError, match=r"sensitivity of bad for argument 0 returned shape \(5,\)"):
+    with pytest.raises(
+        ValueError, match=r"sensitivity of bad for argument 0 returned shape \(5,\)"
+    ):
         grad(lambda x: np.sum(bad(x)))(np.ones(3))
 
 
