@@ -731,7 +731,7 @@ def _unbox_sequence(f, i, seq, tape, argnums, seal):
 # exactly) and a sum of their values weighted by position (catches rearrangements and sign
 # flips): two passes over memory, about 0.5 ms for 8 MB.
 
-_SMALL = 1024  # bytes: up to this size a copy is cheaper than any checksum
+_SMALL = 128 * 1024  # bytes: up to this size a copy (memcpy) is cheaper than the checksum
 
 
 def fingerprint(a: np.ndarray) -> Any:

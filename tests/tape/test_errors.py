@@ -204,7 +204,7 @@ def test_in_place_mutation_of_an_input_array():
 
 
 def test_in_place_mutation_of_a_large_array_and_of_a_view():
-    big = np.random.default_rng(0).standard_normal(1000)  # past the byte-copy size
+    big = np.random.default_rng(0).standard_normal(20_000)  # past the byte-copy size
 
     def f(x):
         y = np.sum(x * big)
@@ -212,7 +212,7 @@ def test_in_place_mutation_of_a_large_array_and_of_a_view():
         return y
 
     with pytest.raises(MutationError):
-        grad(f)(np.ones(1000))
+        grad(f)(np.ones(20_000))
 
     base = np.ones(4)
 
