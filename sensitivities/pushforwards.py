@@ -15,6 +15,7 @@ import operator
 
 import numpy as np
 
+from .linalg import _tensordot_axes
 from .registry import lookup, pushforward
 from .shape import astype, scatter_add
 
@@ -146,16 +147,6 @@ def _(y, bdot, a, b, **kwargs):
     return _matmul_result(np.matmul(a2, lift(bdot2, rank)), a, b)
 
 
-def _contracted(a, b, axes):
-    """``np.tensordot``'s ``axes`` as two lists of non-negative axes."""
-    if isinstance(axes, int):
-        return list(range(np.ndim(a) - axes, np.ndim(a))), list(range(axes))
-    axes_a, axes_b = axes
-    axes_a = [axes_a] if isinstance(axes_a, int) else list(axes_a)
-    axes_b = [axes_b] if isinstance(axes_b, int) else list(axes_b)
-    return [i % np.ndim(a) for i in axes_a], [i % np.ndim(b) for i in axes_b]
-
-
 def _tensordot_first(adot, b, axes_a, axes_b):
     # (k, *a_free) x b -> (k, *a_free, *b_free): the directions stay in front
     return np.tensordot(adot, b, axes=([i + 1 for i in axes_a], axes_b))
@@ -169,12 +160,12 @@ def _tensordot_second(a, bdot, axes_a, axes_b):
 
 @pushforward(np.tensordot, 0)
 def _(y, adot, a, b, axes=2):
-    return _tensordot_first(adot, b, *_contracted(a, b, axes))
+    return _tensordot_first(adot, b, *_tensordot_axes(a, b, axes))
 
 
 @pushforward(np.tensordot, 1)
 def _(y, bdot, a, b, axes=2):
-    return _tensordot_second(a, bdot, *_contracted(a, b, axes))
+    return _tensordot_second(a, bdot, *_tensordot_axes(a, b, axes))
 
 
 def _dot_axes(a, b):

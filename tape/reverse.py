@@ -126,11 +126,12 @@ def propagate(tape: Tape, rtape: ReverseTape) -> ReverseTape:
             f"the reverse tape has {len(rtape.adjoints)} slots but the tape now has "
             f"{len(tape.records)} records; make the reverse tape after recording"
         )
+    check = None  # under tape.detect_anomaly(), each contribution is checked as it is made
     if core._watching:
-        from .debugging import anomaly_detected
+        from .debugging import _check_adjoints, anomaly_detected
 
         if anomaly_detected():
-            return _propagate_watched(tape, rtape)
+            check = _check_adjoints
     records = tape.records
     adjoints = rtape.adjoints
     pos = len(records)
@@ -145,6 +146,8 @@ def propagate(tape: Tape, rtape: ReverseTape) -> ReverseTape:
                     verify(node)
                 if isinstance(node, Branch):
                     _backpropagate(node, ybar, tape, rtape)
+                    if check is not None:
+                        check(node, ybar, rtape)
         except Exception as error:
             _explain(error, records, pos)
             raise
@@ -163,32 +166,6 @@ def _explain(error: Exception, records: list, pos: int) -> None:
     if not node.tape.sites:
         note += "\n  (run under `with tape.debug():` to see the line of code that recorded it)"
     error.add_note(note)
-
-
-def _propagate_watched(tape: Tape, rtape: ReverseTape) -> ReverseTape:
-    """The reverse pass under tape.detect_anomaly(): every adjoint a rule contributes is
-    checked, and the first that turns NaN or infinite is reported with its record."""
-    from .debugging import _check_adjoints
-
-    records = tape.records
-    adjoints = rtape.adjoints
-    pos = len(records)
-    with gc_paused():
-        try:
-            for pos in range(len(records) - 1, -1, -1):
-                ybar = adjoints[pos]
-                if ybar is None:
-                    continue
-                node = records[pos]
-                if node.seal is not None:
-                    verify(node)
-                if isinstance(node, Branch):
-                    _backpropagate(node, ybar, tape, rtape)
-                    _check_adjoints(node, ybar, rtape)
-        except Exception as error:
-            _explain(error, records, pos)
-            raise
-    return rtape
 
 
 def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> None:

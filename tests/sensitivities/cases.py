@@ -69,3 +69,21 @@ def draw_arrays(data, shapes, strategy):
 
 def scalar_or_array(a):
     return float(a) if np.ndim(a) == 0 else a
+
+
+def second_order_test(functions):
+    """A hypothesis test that reverse over reverse matches central differences of the
+    first derivative, for ``(f, (low, high))`` pairs of elementwise functions."""
+    from tape import grad
+    from tests.strategies import arrays
+
+    @pytest.mark.parametrize("f, domain", functions, ids=[str(i) for i in range(len(functions))])
+    @settings(max_examples=4, deadline=None)
+    @given(data=st.data())
+    def test_second_derivatives_match_finite_differences(f, domain, data):
+        x = data.draw(arrays((3,), *domain))
+        w = np.array([0.3, -1.1, 0.8])
+        first = grad(lambda x: np.sum(f(x) * w), argnums=0)
+        check_grads(first, x, rtol=1e-4, atol=1e-5)
+
+    return test_second_derivatives_match_finite_differences

@@ -3,13 +3,11 @@ without gradient give plain results; float32 stays float32; second derivatives."
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sensitivities import lookup
 from tape import Node, grad
-from tests.fd import check_grads
-from tests.sensitivities.cases import Case, rule_test
+from tests.sensitivities.cases import Case, rule_test, second_order_test
 from tests.strategies import SHAPES, arrays, broadcastable
 
 
@@ -353,14 +351,7 @@ SECOND_ORDER = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("f, domain", SECOND_ORDER, ids=[str(i) for i in range(len(SECOND_ORDER))])
-@settings(max_examples=4, deadline=None)
-@given(data=st.data())
-def test_second_derivatives_match_finite_differences(f, domain, data):
-    x = data.draw(arrays((3,), *domain))
-    w = np.array([0.3, -1.1, 0.8])
-    first = grad(lambda x: np.sum(f(x) * w), argnums=0)
-    check_grads(first, x, rtol=1e-4, atol=1e-5)
+test_second_derivatives_match_finite_differences = second_order_test(SECOND_ORDER)
 
 
 # -- functions without gradient: plain results, zero gradient, never an error --------------
