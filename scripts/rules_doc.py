@@ -25,7 +25,16 @@ FAMILIES = {
     "stats": "Statistics helpers",
     "special": "SciPy special functions",
     "fft": "Fourier transforms",
+    "internal": "Helper primitives of the rules (not counted)",
 }
+SCIPY_COUNTERPARTS = {}
+try:
+    import scipy.linalg
+    import scipy.special
+
+    SCIPY_COUNTERPARTS = {"linalg": scipy.linalg, "special": scipy.special}
+except ImportError:  # without SciPy its counterparts are not registered either
+    pass
 
 
 def qualified_name(f) -> str:
@@ -38,7 +47,11 @@ def qualified_name(f) -> str:
         return f"scipy.{name}"
     module = str(getattr(f, "__module__", "") or "")
     if module.startswith("sensitivities"):
-        return f"{module}.{name.rpartition('.')[2]}"
+        short = name.rpartition(".")[2]
+        family = module.rpartition(".")[2]
+        if family in SCIPY_COUNTERPARTS and hasattr(SCIPY_COUNTERPARTS[family], short):
+            return f"scipy.{family}.{short} (as {module}.{short})"
+        return f"{module}.{short}"
     if module.startswith("scipy"):
         return f"scipy.{name}"
     if head in ("operator",) or name == "getitem":
@@ -53,8 +66,29 @@ def describe(f) -> tuple[str, str]:
         return (impl.__module__.rpartition(".")[2] if impl else "other"), "implementation"
     if rules.nondiff:
         return rules.family or "other", "non-differentiable"
-    args = ", ".join(map(str, sorted(rules.argnums)))
-    return rules.family or "other", f"rule (arguments {args})"
+    return rules.family or "other", f"rule (arguments {_ranges(sorted(rules.argnums))})"
+
+
+def _ranges(numbers: list) -> str:
+    """``0, 1, 2, 5`` as ``0-2, 5``."""
+    runs: list[list] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def is_internal(f) -> bool:
+    """A helper primitive of the rules (``scatter_add``, ``eigh_packed``), not a function
+    users call: defined in ``sensitivities`` without a SciPy function of its name."""
+    module = str(getattr(f, "__module__", "") or "")
+    if not module.startswith("sensitivities"):
+        return False
+    family = module.rpartition(".")[2]
+    name = function_name(f).rpartition(".")[2]
+    return not (family in SCIPY_COUNTERPARTS and hasattr(SCIPY_COUNTERPARTS[family], name))
 
 
 def render() -> str:
@@ -63,8 +97,10 @@ def render() -> str:
         if str(getattr(f, "__module__", "")).startswith(("tests", "tape")):
             continue  # rules tests define, and the engine's own primitives (at, checkpoint)
         family, kind = describe(f)
+        if is_internal(f):
+            family = "internal"
         by_family[family].append((qualified_name(f), kind))
-    total = sum(len(v) for v in by_family.values())
+    total = sum(len(v) for k, v in by_family.items() if k != "internal")
     lines = [
         "# Supported functions",
         "",

@@ -20,7 +20,14 @@ import math
 
 import numpy as np
 
-from .registry import lookup, nondifferentiable, nondifferentiable_except, sensitivity
+from .registry import (
+    implementation,
+    lookup,
+    nondifferentiable,
+    nondifferentiable_except,
+    primitive,
+    sensitivity,
+)
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -355,3 +362,32 @@ nondifferentiable(
 nondifferentiable_except(np.histogram, "weights", 4)
 nondifferentiable_except(np.histogram2d, "weights", 5)
 nondifferentiable_except(np.histogramdd, "weights", 4)
+
+
+# -- ufuncs with two results, entered as differentiable pieces ---------------------------
+
+
+@primitive
+def _values(x):
+    """``x`` itself; marked non-differentiable, so on a node it gives the plain values."""
+    return x
+
+
+nondifferentiable(_values)
+
+
+@implementation(np.modf)
+def _modf(x, **kwargs):
+    whole = np.trunc(x)  # piecewise constant
+    return x - whole, whole
+
+
+@implementation(np.frexp)
+def _frexp(x, **kwargs):
+    _, exponent = np.frexp(_values(x))  # piecewise constant
+    return np.ldexp(x, -exponent), exponent
+
+
+@implementation(np.divmod)
+def _divmod(a, b, **kwargs):
+    return np.floor_divide(a, b), np.remainder(a, b)

@@ -598,8 +598,13 @@ def holds_node_of(a: Any, tape: Tape) -> bool:
 
 def _how_to_register(f: Any, argnum: int) -> str:
     name = function_name(f)
-    numpy_function = str(getattr(f, "__module__", "") or "").startswith("numpy")
-    qual = f"np.{name}" if isinstance(f, np.ufunc) or numpy_function else name
+    module = str(getattr(f, "__module__", "") or "")
+    if module.startswith("numpy") or (isinstance(f, np.ufunc) and getattr(np, name, None) is f):
+        qual = f"np.{name}"
+    elif getattr(sys.modules.get("scipy.special"), name, None) is f:
+        qual = f"scipy.special.{name}"
+    else:
+        qual = name
     return (
         f"register one with\n\n    @tape.sensitivity({qual}, {argnum})\n"
         "    def _(y, ybar, *args, **kwargs):\n"
@@ -868,9 +873,10 @@ class gc_paused:
 
 
 def _enter(f: Any, tape: Tape, args: tuple, kwargs: dict) -> Any:
-    impl = registry.implementation_of(f)
-    entered = impl or getattr(f, "_implementation", None)
-    if entered is None or isinstance(f, np.ufunc) or getattr(f, "__self__", None) is not None:
+    entered = registry.implementation_of(f)
+    if entered is None and not isinstance(f, np.ufunc) and getattr(f, "__self__", None) is None:
+        entered = getattr(f, "_implementation", None)  # NumPy's own Python code
+    if entered is None:
         raise MissingRuleError(
             f"{function_name(f)} has no sensitivity and cannot be entered; {_how_to_register(f, 0)}"
         )

@@ -440,3 +440,17 @@ def test_integer_functions_compute_on_plain_values(name):
     assert not _holds_node(seen[0])
     assert _equal(seen[0], call(i))
     np.testing.assert_array_equal(g, np.ones(4))
+
+
+def test_ufuncs_with_two_results_are_entered_as_differentiable_pieces():
+    from tape import Leaf, Tape
+    from tests.fd import check_grads
+
+    x = np.array([1.7, -2.3, 0.4, 8.2])
+    check_grads(lambda v: np.modf(v)[0] * 2 + np.modf(v)[1], x)
+    check_grads(lambda v: np.frexp(v)[0], x)
+    check_grads(lambda a, b: np.divmod(a, b)[1], x, np.array(0.7))
+    node = Leaf(Tape(), x)
+    for f in (np.modf, np.frexp, lambda v: np.divmod(v, 0.7)):
+        for got, expected in zip(f(node), f(x)):
+            np.testing.assert_array_equal(getattr(got, "value", got), expected)

@@ -18,3 +18,8 @@ def test_rules_doc_is_current():
     assert (ROOT / "docs" / "rules.md").read_text() == generator.render(), (
         "docs/rules.md is out of date: run python scripts/rules_doc.py"
     )
+
+
+def test_readme_states_the_current_count():
+    count = load_generator().render().split("**")[1]
+    assert f"rules for **{count} NumPy and SciPy functions**" in (ROOT / "README.md").read_text()
