@@ -68,8 +68,12 @@ def _mT(a):
 
 
 def _eye_like(x, n=None):
-    """A constant identity of ``x``'s last size (or ``n``) and dtype."""
-    return np.eye(np.shape(x)[-1] if n is None else n, dtype=np.result_type(x))
+    """A constant identity of ``x``'s last size (or ``n``) and dtype, in ``x``'s library
+    (NumPy, Dask, CuPy): a plain zero of ``x``'s kind lends ``like=`` its type."""
+    eye = np.eye(np.shape(x)[-1] if n is None else n, dtype=np.result_type(x))
+    if type(x) is np.ndarray:
+        return eye
+    return np.asarray(eye, like=np.zeros_like(x, shape=()))
 
 
 def _diagonal(m):
@@ -143,7 +147,7 @@ def _tensordot_adjoint(ybar, other, own_axes, other_axes, own_ndim, other_ndim, 
         y_other = list(range(len(other_free)))
         g = np.tensordot(other, ybar, axes=(other_free, y_other))
         order = [own_axes[other_axes.index(j)] for j in sorted(other_axes)] + own_free
-    return np.transpose(g, np.argsort(order))
+    return np.transpose(g, tuple(int(k) for k in np.argsort(order)))  # ints: Dask wants them
 
 
 @sensitivity(np.tensordot, 0)
@@ -557,6 +561,12 @@ def _cholesky_adjoint(factor, factor_bar, lower):
 @sensitivity(np.linalg.cholesky, 0)
 def _(y, ybar, a, upper=False):
     _real_only("cholesky", a)
+    if type(y).__module__.startswith("dask"):
+        # Dask's cholesky returns the upper factor where NumPy's returns the lower one
+        raise NotImplementedError(
+            "np.linalg.cholesky on a Dask array returns Dask's upper factor, not NumPy's lower "
+            "one: its gradient is not defined here; compute the factor with NumPy instead"
+        )
     return _cholesky_adjoint(y, ybar, not upper)
 
 

@@ -63,14 +63,19 @@ def _order(order, a):
     return order
 
 
+def _reshape(ybar, shape, order):
+    # order="C" left out: Dask's reshape takes no order
+    return np.reshape(ybar, shape) if order == "C" else np.reshape(ybar, shape, order=order)
+
+
 @sensitivity(np.reshape, 0)
 def _(y, ybar, a, shape=None, order="C", *, copy=None, newshape=None):
-    return np.reshape(ybar, np.shape(a), order=_order(order, a))
+    return _reshape(ybar, np.shape(a), _order(order, a))
 
 
 @sensitivity(np.ravel, 0)
 def _(y, ybar, a, order="C"):
-    return np.reshape(ybar, np.shape(a), order=_order(order, a))
+    return _reshape(ybar, np.shape(a), _order(order, a))
 
 
 def _back_to_shape(y, ybar, x, *args, **kwargs):
@@ -368,7 +373,7 @@ def _unpermute(y, ybar, x, axis):
     rank = np.empty_like(order)  # the inverse permutation, in linear time
     count = np.shape(order)[axis]
     places = np.reshape(
-        np.arange(count), (count,) + (1,) * (np.ndim(order) - 1 - axis % np.ndim(order))
+        np.arange(count, like=order), (count,) + (1,) * (np.ndim(order) - 1 - axis % np.ndim(order))
     )
     np.put_along_axis(rank, order, np.broadcast_to(places, np.shape(order)), axis=axis)
     return np.take_along_axis(to_sorted, rank, axis=axis)
@@ -632,8 +637,11 @@ def _is_basic(index):
     """Whether ``index`` selects each element at most once (no integer arrays)."""
     parts = index if isinstance(index, tuple) else (index,)
     for part in parts:
-        if isinstance(part, (list, np.ndarray)) and np.asarray(part).dtype != np.bool_:
-            return False
+        if isinstance(part, list):
+            if np.asarray(part).dtype != np.bool_:
+                return False
+        elif hasattr(part, "dtype") and np.ndim(part) > 0 and part.dtype != np.bool_:
+            return False  # an integer array, of NumPy or of another library (Dask, CuPy)
     return True
 
 
@@ -643,9 +651,51 @@ def scatter_add(x, index, values):
     out = np.zeros_like(x, dtype=np.result_type(x, values))
     if _is_basic(index):
         out[index] += values
-    else:
+    elif type(out) is np.ndarray:
         np.add.at(out, index, values)
+    else:
+        out = _scatter_add_by_counting(out, index, values)
     return out
+
+
+def _scatter_add_by_counting(out, index, values):
+    """``scatter_add`` for arrays of libraries without ``np.add.at`` (Dask): number the
+    elements of ``out``, index the numbers, and add ``values`` up by number with
+    ``np.bincount``. Every call dispatches to ``out``'s library, so a lazy array stays
+    lazy; the result is one chunk of ``out``'s size."""
+    shape, size = out.shape, out.size
+    tags = _element_numbers(shape, index)
+    if tags is None:  # the index holds arrays of out's library: number in that library
+        tags = np.reshape(np.arange(size, like=out), shape)[index]
+    else:
+        tags = np.asarray(tags, like=out)
+    values = np.broadcast_to(np.asarray(values, like=out), tags.shape)
+    tags, values = np.ravel(tags), np.ravel(values)
+    if hasattr(tags, "rechunk"):  # Dask counts chunk by chunk: the two must be cut alike
+        values = values.rechunk(tags.chunks)
+    if np.iscomplexobj(values):
+        real = np.bincount(tags, weights=np.real(values), minlength=size)
+        imag = np.bincount(tags, weights=np.imag(values), minlength=size)
+        flat = real + 1j * imag
+    else:
+        flat = np.bincount(tags, weights=values, minlength=size)
+    return np.reshape(flat, shape).astype(out.dtype)
+
+
+def _element_numbers(shape, index):
+    """The flat element numbers that NumPy ``index`` picks from an array of ``shape``,
+    in NumPy, costing memory for the result only (each axis's coordinates are a
+    broadcast view); None when ``index`` holds arrays of another library."""
+    parts = index if isinstance(index, tuple) else (index,)
+    if any(not isinstance(p, (np.ndarray, list)) and hasattr(p, "__array_function__")
+           for p in parts):
+        return None
+    strides = np.cumprod((1,) + tuple(shape[:0:-1]))[::-1]
+    numbers = 0
+    for k, n in enumerate(shape):
+        axis = np.arange(n, dtype=np.intp).reshape((n,) + (1,) * (len(shape) - k - 1))
+        numbers = numbers + np.broadcast_to(axis, shape)[index] * int(strides[k])
+    return np.asarray(numbers, dtype=np.intp)
 
 
 @sensitivity(operator.getitem, 0)

@@ -163,19 +163,42 @@ class Tape:
         return svg(self)
 
 
+def is_duck_array(value: Any) -> bool:
+    """Whether ``value`` is an array of another library that speaks NumPy's protocols
+    (a Dask or CuPy array): it has ``__array_function__``, ``__array_ufunc__``, ``shape``
+    and ``dtype``. Nodes and ndarrays are not duck arrays here.
+
+    >>> import numpy as np
+    >>> from tape.core import is_duck_array
+    >>> is_duck_array(np.ones(2)), is_duck_array(1.0)
+    (False, False)
+    """
+    cls = type(value)
+    return (
+        cls is not np.ndarray
+        and not isinstance(value, (Node, np.generic))
+        and hasattr(cls, "__array_function__")
+        and hasattr(cls, "__array_ufunc__")
+        and hasattr(value, "shape")
+        and hasattr(value, "dtype")
+    )
+
+
 def _check_differentiable_value(value: Any) -> None:
     while isinstance(value, Node):
         value = value.value
     if isinstance(value, (bool, int, np.bool_, np.integer)) or (
-        isinstance(value, np.ndarray) and value.dtype.kind not in "fc"
+        (isinstance(value, np.ndarray) or is_duck_array(value))
+        and np.dtype(value.dtype).kind not in "fc"
     ):
         raise TypeError(
             f"a Leaf needs a floating-point or complex value, got {dtype_name(value)}: "
             "convert it first, e.g. np.asarray(x, dtype=float)"
         )
-    if not isinstance(value, (float, complex, np.inexact, np.ndarray)):
+    if not (isinstance(value, (float, complex, np.inexact, np.ndarray)) or is_duck_array(value)):
         raise TypeError(
-            f"a Leaf holds a float, a complex number or an ndarray, got {type(value).__name__}"
+            f"a Leaf holds a float, a complex number, an ndarray or an array of a library "
+            f"that speaks NumPy's protocols (Dask, CuPy), got {type(value).__name__}"
         )
 
 
@@ -671,10 +694,18 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
                 raise _keyword_node(f, kwargs)
             if type(v) is np.ndarray:
                 seal = _sealed(seal, k, v)
-        value = f(*vals, **kwargs)
+        try:
+            value = f(*vals, **kwargs)
+        except Exception as error:
+            _explain_mix(error, f, vals)
+            raise
     else:
         kwargs = _NO_KWARGS
-        value = f(*vals)
+        try:
+            value = f(*vals)
+        except Exception as error:
+            _explain_mix(error, f, vals)
+            raise
     if type(value) is _ndarray and value.flags.owndata:
         # A result the tape made itself: freezing it costs nothing and stops any later
         # in-place change at the line that tries it. Views share the data of an array that
@@ -684,6 +715,28 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     if _watching:
         _observer(node)
     return node
+
+
+def _explain_mix(error: Exception, f: Any, vals: tuple) -> None:
+    """Where a call that mixes array libraries (NumPy and Dask, NumPy and CuPy) fails,
+    say which arrays met: the library's own message may not mention the mix."""
+    kinds = [_kind(v) for v in vals]
+    libraries = {k.split(".")[0] for k in kinds if k}
+    if len(libraries) > 1:
+        error.add_note(
+            f"while recording {function_name(f)} on {', '.join(k or 'a scalar' for k in kinds)}"
+            ": arrays of different libraries meet here, and the one that is not NumPy decides "
+            "(the error above is its own). Check the shapes, or where it refuses ndarrays, "
+            "convert them first (dask.array.from_array, cupy.asarray)"
+        )
+
+
+def _kind(v: Any) -> str:
+    if type(v) is np.ndarray:
+        return f"numpy.ndarray{list(v.shape)}"
+    if is_duck_array(v):
+        return f"{type(v).__module__}.{type(v).__name__}{list(v.shape)}"
+    return ""
 
 
 _rules_get = registry._registry.get

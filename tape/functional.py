@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .core import Leaf, Node, Tape, gc_paused
+from .core import Leaf, Node, Tape, gc_paused, is_duck_array
 from .reverse import propagate, reverse_tape
 
 __all__ = ["grad", "value_and_grad", "tree_flatten", "tree_unflatten"]
@@ -106,9 +106,13 @@ def _as_input_type(g: Any, x: Any) -> Any:
         return g
     if isinstance(x, Node):
         x = x.value
-    dtype = np.result_type(x)
+    dtype = x.dtype if is_duck_array(x) else np.result_type(x)
     if dtype.kind == "f" and np.iscomplexobj(g):
         g = np.real(g)  # a real input's gradient is real, also through complex intermediates
+    if (type(g) is not np.ndarray and is_duck_array(g)) or (
+        type(x) is not np.ndarray and is_duck_array(x)
+    ):
+        return _as_duck_array(g, x, dtype)
     if isinstance(x, np.generic):
         return dtype.type(g)
     if isinstance(x, (float, complex)):
@@ -118,6 +122,21 @@ def _as_input_type(g: Any, x: Any) -> Any:
         g = np.broadcast_to(g, np.shape(x))
     if not g.flags.writeable:  # a broadcast view: hand the user an array of their own
         g = g.copy()
+    return g
+
+
+def _as_duck_array(g: Any, x: Any, dtype: np.dtype) -> Any:
+    """The gradient where ``x`` or ``g`` is an array of another library (Dask, CuPy),
+    never converted through an ndarray: a lazy gradient stays lazy, one on the GPU stays
+    there. As in that library's promotion (ndarray op Dask array is a Dask array), a
+    NumPy input whose gradient was computed from a Dask array gets a Dask array."""
+    if not is_duck_array(g):  # a scalar or an ndarray (a rule's constant): into x's library
+        g = np.asarray(g, like=x) if isinstance(g, np.ndarray) else np.full_like(x, g, dtype)
+    if g.dtype != dtype:
+        g = g.astype(dtype)
+    shape = np.shape(x)
+    if g.shape != shape:
+        g = np.broadcast_to(g, shape).copy()  # a gradient of the user's own, not a view
     return g
 
 
@@ -196,6 +215,7 @@ def _forward_and_reverse(
             f"{who} needs at least one argument to differentiate {fname} with respect to"
         )
     tape = Tape()
+    given = args
     args, inputs = record_inputs(f, tape, args, nums)
     aux = None
     try:
@@ -213,7 +233,14 @@ def _forward_and_reverse(
         if np.iscomplexobj(value):
             raise TypeError(f"{who} needs {fname} to return a real scalar, got a complex one")
         if isinstance(out, Node) and out.tape is tape:
-            rtape = propagate(tape, reverse_tape(out, 1.0))
+            try:
+                # a Dask or CuPy output is seeded in its own library, so that no rule
+                # broadcasts a NumPy 1.0 to a data set's shape (Dask would ship it whole)
+                seed = np.ones_like(value) if is_duck_array(value) else 1.0
+                rtape = propagate(tape, reverse_tape(out, seed))
+            except Exception as error:
+                _locate(error, tape, f, given, kwargs, nums)
+                raise
             adjoint = rtape.adjoints
         else:
             adjoint = None
@@ -221,6 +248,38 @@ def _forward_and_reverse(
     finally:
         tape.records.clear()  # break node <-> tape cycles so memory goes back at once
     return value, (grads[0] if single else tuple(grads)), aux
+
+
+def _locate(error: Exception, tape: Tape, f: Callable, args: tuple, kwargs: dict, nums) -> None:
+    """Add to a reverse-pass error the line of user code that recorded the failing record.
+
+    Recording call sites costs on every operation, so ``grad`` finds the line only when
+    the reverse pass fails: it records ``f`` once more under ``debug()`` and reads the site
+    of the record at the same position, if that record is the same call.
+    """
+    from .core import format_site
+    from .debugging import debug
+
+    pos = getattr(error, "tape_position", None)
+    if pos is None or tape.sites:
+        return
+    failing = tape.records[pos]
+    again = Tape()
+    try:
+        with debug():
+            f(*record_inputs(f, again, args, nums)[0], **kwargs)
+    except Exception:
+        return
+    finally:
+        records, again.records = again.records, []
+    if (
+        pos < len(records)
+        and getattr(records[pos], "f", None) is getattr(failing, "f", None)
+        and np.shape(records[pos].value) == np.shape(failing.value)
+        and again.sites
+        and again.sites.get(pos)
+    ):
+        error.add_note(format_site(again.sites[pos]))
 
 
 def value_and_grad(

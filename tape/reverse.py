@@ -18,6 +18,7 @@ from .core import (
     describe,
     gc_paused,
     holds_node_of,
+    is_duck_array,
     unbox,
     verify,
 )
@@ -164,8 +165,12 @@ def _explain(error: Exception, records: list, pos: int) -> None:
     node = records[pos]
     note = f"while propagating the adjoint through {describe(node)}"
     if not node.tape.sites:
-        note += "\n  (run under `with tape.debug():` to see the line of code that recorded it)"
+        note += "\n  (under `with tape.debug():` every record keeps the line that made it)"
     error.add_note(note)
+    try:
+        error.tape_position = pos  # grad uses it to find the user's line
+    except AttributeError:  # an exception type without a __dict__
+        pass
 
 
 def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> None:
@@ -203,7 +208,7 @@ def _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape) -> None:
         update = rules.update_rule(i, vals)
         if update is not None:
             plain = rules.rule(i, vals)
-            if plain is None or not _holds_nodes(ybar, vals):
+            if plain is None or not (_holds_nodes(ybar, vals) or is_duck_array(arg.value)):
                 _update_in_place(rtape, update, arg, y, ybar, vals, kwargs)
                 return
     xbar = rules.rule(i, vals)(y, ybar, *vals, **kwargs)
@@ -211,7 +216,8 @@ def _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape) -> None:
 
 
 def _holds_nodes(ybar: Any, vals: tuple) -> bool:
-    # in-place updates cannot be recorded: with nodes of an outer tape about, use the plain rule
+    # in-place updates cannot be recorded: with nodes of an outer tape about, use the plain
+    # rule; so too for the arrays of other libraries (a Dask array has no np.add.at)
     return isinstance(ybar, Node) or any(isinstance(v, Node) for v in vals)
 
 
@@ -254,6 +260,13 @@ def unbroadcast(xbar: Any, shape: tuple, f: Any = None, argnum: int = 0) -> Any:
     Anything else is a rule's mistake, reported as such rather than broadcast silently.
     """
     xshape = np.shape(xbar)
+    if any(n != n for n in shape + tuple(xshape)):  # nan: a size known only once computed
+        raise ValueError(
+            f"an adjoint of shape {xshape} for an argument of shape {shape}: sizes that are "
+            "unknown until computed (a Dask array indexed by a boolean mask) cannot be "
+            "differentiated lazily. Keep the shape with np.where(mask, x, 0), or compute "
+            "the sizes first (x.compute_chunk_sizes())"
+        )
     extra = len(xshape) - len(shape)
     if extra > 0:
         xbar = np.sum(xbar, axis=tuple(range(extra)))

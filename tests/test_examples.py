@@ -152,3 +152,24 @@ def test_tape_graph(capsys, tmp_path):
     assert dot.count(" [label=\"[") == 2 * len(tape)  # every record, and its adjoint
     assert "f=tanh" in capsys.readouterr().out
 
+
+
+def test_dask_logistic(capsys):
+    pytest.importorskip("dask.array")
+    pytest.importorskip("distributed")
+    result = load("dask_logistic").main(["--quick"])
+    out = capsys.readouterr().out
+    assert "x one worker's limit" in out and number(r"\(([\d.]+)x one worker", out) > 1.0
+    assert result["sample_diff"] < 1e-12  # Dask on the cluster vs NumPy on the same sample
+    assert result["losses"][-1] < result["losses"][0]
+
+
+def test_dask_logistic_gradient():
+    example = load("dask_logistic")
+    rng = np.random.default_rng(4)
+    X, y = rng.standard_normal((30, example.FEATURES)), (rng.random(30) > 0.5).astype(float)
+    w, b = rng.standard_normal(example.FEATURES), 0.3
+    got = grad(example.loss, argnums=(0, 1))(w, b, X, y, 0.01)
+    for i, g in enumerate(got):
+        expected = numeric_grad(example.loss, (w, b, X, y, 0.01), i)
+        np.testing.assert_allclose(g, expected, rtol=1e-6, atol=1e-8)

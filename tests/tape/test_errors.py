@@ -435,3 +435,27 @@ def test_every_row_of_the_table_names_a_test_that_exists():
     for row in rows:
         for name in re.findall(r"`(test_\w+)`", row):
             assert name in names, name
+
+
+def test_a_reverse_pass_error_in_grad_names_the_users_line_without_debug_mode():
+    import inspect
+
+    from tape import primitive, sensitivity
+
+    @primitive
+    def fragile(x):
+        return x * 2
+
+    sensitivity(fragile, 0)(lambda y, ybar, x: 1 // 0)
+
+    def loss(x):
+        y = np.sin(x)
+        z = fragile(y)  # the line the error must point at
+        return np.sum(z)
+
+    with pytest.raises(ZeroDivisionError) as info:
+        grad(loss)(np.ones(3))
+    line = inspect.getsourcelines(loss)[1] + 2
+    notes = "\n".join(info.value.__notes__)
+    assert "f=fragile" in notes and f"line {line}, in loss" in notes
+    assert "z = fragile(y)" in notes
