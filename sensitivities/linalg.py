@@ -15,10 +15,12 @@ Conventions:
 - ``norm`` has one rule for every ``ord``, ``axis`` and ``keepdims``: at the origin the
   2-norm's subgradient is 0; ties of ``inf``-type norms (and of the ``1``/``inf`` matrix
   norms' column or row sums) share the adjoint, as ``max`` does; ``ord=0`` has none.
-- Functions that read one triangle of a symmetric input (``cholesky``, ``eigh``,
-  ``eigvalsh``, SciPy's ``cho_factor``) are differentiated as NumPy computes them: the
-  gradient lies in the triangle that was read, off-diagonal entries counting twice. For a
-  symmetric input built from other values (``B @ B.T``) this is the usual gradient.
+- Functions of a symmetric input that read only one triangle of it (``cholesky``,
+  ``eigh``, ``eigvalsh``, ``pinv``/``svd`` with ``hermitian=True``, SciPy's ``cho_factor``
+  and symmetric ``solve``) get the symmetric gradient, as in JAX, PyTorch, TensorFlow and
+  autograd: the input stands for the symmetric matrix, so both triangles share the
+  gradient. Through a symmetric input built from other values (``B @ B.T``) it is the
+  same as differentiating the triangle read.
 - Eigenvectors and singular vectors are defined up to sign (phase), and up to a rotation
   within a degenerate eigenspace. Their gradients are meaningful for losses invariant under
   that gauge (``v**2``, projectors ``v @ v.T``); at degenerate eigenvalues the coupling
@@ -85,10 +87,11 @@ def _diag_embed(v):
 
 
 def _fold(h, lower=True):
-    """The gradient of ``g(tril(A) + tril(A, -1).T)`` from the gradient ``h`` of ``g`` at
-    the symmetric matrix: off-diagonal entries of the triangle read count twice."""
-    both = h + _mT(h)
-    return (np.tril(both) if lower else np.triu(both)) - _diag_embed(_diagonal(h))
+    """The gradient with respect to a symmetric input, from the gradient ``h`` at it: its
+    symmetric part, as JAX, PyTorch, TensorFlow and autograd give. NumPy reads one
+    triangle (``lower``), but the input stands for the symmetric matrix, so both triangles
+    share the gradient; through ``B @ B.T`` the result is the same either way."""
+    return (h + _mT(h)) / 2
 
 
 def _inverse_gaps(w):
@@ -549,8 +552,8 @@ _SlogdetResult = _result_type(np.linalg.slogdet, np.eye(1))
 
 
 def _cholesky_adjoint(factor, factor_bar, lower):
-    """The adjoint of a Cholesky factor (lower L, or upper U = L'), folded into the
-    triangle of the input that was read."""
+    """The adjoint of a Cholesky factor (lower L, or upper U = L') with respect to the
+    symmetric input."""
     low, lowbar = (factor, factor_bar) if lower else (_mT(factor), _mT(factor_bar))
     phi = np.tril(np.matmul(_mT(low), lowbar))
     phi = phi - 0.5 * _diag_embed(_diagonal(phi))
@@ -648,7 +651,7 @@ def _(y, ybar, a, hermitian=False):
     _real_only("svd", a)
     shapes = _svd_shapes(a)
     g = _svd_adjoint(*_unpack(y, shapes), *_unpack(ybar, shapes))
-    return _fold(g) if hermitian else g  # hermitian: NumPy reads the lower triangle
+    return _fold(g) if hermitian else g
 
 
 @implementation(np.linalg.svd)
@@ -1077,7 +1080,7 @@ if _sla is not None:
     def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
               assume_a=None, transposed=False):  # fmt: skip
         """``scipy.linalg.solve``, differentiable for ``assume_a`` general, symmetric
-        (Hermitian, positive definite: the triangle read gets the gradient), triangular
+        (Hermitian, positive definite: the symmetric gradient), triangular
         and diagonal."""
         if assume_a not in _GENERAL + _SYMMETRIC + (
             "lower triangular",

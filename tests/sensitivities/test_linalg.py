@@ -18,6 +18,11 @@ dims = st.integers(1, 4)
 BATCHES = st.sampled_from([(), (2,), (2, 1)])
 
 
+def sym(a):
+    """The symmetric matrix a one-triangle function of ``a`` stands for."""
+    return (a + np.swapaxes(a, -1, -2)) / 2
+
+
 def weights(shape, seed=1):
     """A fixed random array: losses weighted by it see every element."""
     return np.random.default_rng(seed).standard_normal(shape)
@@ -274,20 +279,24 @@ CASES = [
     Case(
         np.linalg.pinv,
         lambda d: (separated(d),),
-        lambda a: np.linalg.pinv(a, hermitian=True),
+        lambda a: np.linalg.pinv(sym(a), hermitian=True),
         rtol=1e-4,
         name="pinv-hermitian",
     ),  # fmt: skip
     Case(
         np.linalg.cholesky,
         lambda d: (spd(d), d.draw(st.booleans())),
-        lambda a, upper: np.linalg.cholesky(a, upper=upper),
+        lambda a, upper: np.linalg.cholesky(sym(a), upper=upper),
     ),  # fmt: skip
-    Case(np.linalg.eigvalsh, lambda d: (separated(d), d.draw(st.sampled_from("LU")))),
+    Case(
+        np.linalg.eigvalsh,
+        lambda d: (separated(d), d.draw(st.sampled_from("LU"))),
+        lambda a, uplo: np.linalg.eigvalsh(sym(a), uplo),
+    ),  # fmt: skip
     Case(
         linalg.eigh_packed,
         lambda d: (separated(d), d.draw(st.sampled_from("LU"))),
-        eigh_loss,
+        lambda a, uplo: eigh_loss(sym(a), uplo),
         name="eigh",
     ),  # fmt: skip
     Case(np.linalg.svdvals, rectangular),
@@ -295,7 +304,7 @@ CASES = [
     Case(
         linalg.svd_packed,
         lambda d: (separated(d),),
-        lambda a: svd_loss(a, hermitian=True),
+        lambda a: svd_loss(sym(a), hermitian=True),
         rtol=1e-4,
         name="svd-hermitian",
     ),  # fmt: skip
@@ -414,7 +423,7 @@ IMPLEMENTED = [
         lambda x, keepdims, ord: np.linalg.matrix_norm(x, keepdims=keepdims, ord=ord),
         (0,),
     ),
-    (np.linalg.eigh, lambda d: (separated(d), "L"), eigh_loss, (0,)),
+    (np.linalg.eigh, lambda d: (separated(d), "L"), lambda a, uplo: eigh_loss(sym(a), uplo), (0,)),
     (np.linalg.svd, rectangular, svd_loss, (0,)),
     (np.linalg.qr, lambda d: (separated(d, d.draw(dims), d.draw(dims)), "reduced"), qr_loss, (0,)),
     (np.linalg.slogdet, lambda d: (general(d),), slogdet_loss, (0,)),
@@ -499,15 +508,26 @@ def test_eigenvalue_gradients_are_finite_at_degenerate_eigenvalues():
     np.testing.assert_allclose(g, np.eye(3))
 
 
-def test_gradients_read_the_triangle_numpy_reads():
+def test_symmetric_inputs_get_the_symmetric_gradient():
+    # NumPy reads one triangle; the gradient is the symmetric one, as in JAX and PyTorch:
+    # the same as through an explicit symmetrisation of the input
     rng = np.random.default_rng(2)
     b = rng.standard_normal((3, 3))
     s = b @ b.T + 3 * np.eye(3)
-    (g,) = grad(lambda a: np.sum(np.linalg.cholesky(a) * weights((3, 3))))(s)
-    assert np.all(np.triu(g, 1) == 0)
-    (g,) = grad(lambda a: np.sum(np.linalg.eigvalsh(a, UPLO="U") ** 3))(s)
-    assert np.all(np.tril(g, -1) == 0)
-    # through a symmetric input the gradient is the usual symmetric one: d tr(S^3)/dS = 3 S^2
+    losses = [
+        lambda a: np.sum(np.linalg.cholesky(a) * weights((3, 3))),
+        lambda a: np.sum(np.linalg.eigvalsh(a, UPLO="U") ** 3),
+        lambda a: eigh_loss(a, "L"),
+        lambda a: np.sum(np.linalg.pinv(a, hermitian=True) * weights((3, 3))),
+    ]
+    for loss in losses:
+        (g,) = grad(loss)(s)
+        np.testing.assert_allclose(g, g.T, rtol=1e-12, atol=1e-12)
+        expected = numeric_grad(lambda a, loss=loss: loss(sym(a)), (s,), 0)
+        np.testing.assert_allclose(g, expected, rtol=1e-5)
+    # d tr(S^3)/dS = 3 S^2, and through S = B B': 6 S^2 B
+    (g,) = grad(lambda a: np.sum(np.linalg.eigvalsh(a) ** 3))(s)
+    np.testing.assert_allclose(g, 3 * s @ s, rtol=1e-10)
     (gb,) = grad(lambda b: np.sum(np.linalg.eigvalsh(b @ b.T) ** 3))(b)
     np.testing.assert_allclose(gb, 2 * 3 * (b @ b.T) @ (b @ b.T) @ b, rtol=1e-10)
 
@@ -537,7 +557,7 @@ SECOND_ORDER = [
     ("det", np.linalg.det),
     ("solve", lambda a: np.sum(np.linalg.solve(a, np.arange(3.0)) ** 2)),
     ("cholesky", lambda a: np.sum(np.linalg.cholesky(a @ a.T) * weights((3, 3)))),
-    ("eigh", lambda a: eigh_loss(a, "L")),
+    ("eigh", lambda a: eigh_loss(sym(a), "L")),
     ("svd", svd_loss),
     ("qr", lambda a: qr_loss(a, "reduced")),
     ("norm-nuc", lambda a: np.linalg.norm(a, "nuc")),
@@ -608,13 +628,13 @@ if sla is not None:
         Case(
             linalg.cho_solve,
             cho_draw,
-            lambda a, b, lower: linalg.cho_solve(linalg.cho_factor(a, lower), b),
+            lambda a, b, lower: linalg.cho_solve(linalg.cho_factor(sym(a), lower), b),
             argnums=(0, 1),
         ),  # fmt: skip
         Case(
             linalg.cho_factor_matrix,
             lambda d: cho_draw(d)[::2],
-            lambda a, lower: (np.tril if lower else np.triu)(linalg.cho_factor(a, lower)[0]),
+            lambda a, lower: (np.tril if lower else np.triu)(linalg.cho_factor(sym(a), lower)[0]),
         ),
         Case(
             linalg.expm,
@@ -623,12 +643,20 @@ if sla is not None:
         ),  # fmt: skip
         Case(linalg.inv, lambda d: (general(d, batch=()),)),
         Case(linalg.det, lambda d: (general(d, batch=()),)),
-        Case(linalg.cholesky, lambda d: cho_draw(d)[::2]),
+        Case(
+            linalg.cholesky,
+            lambda d: cho_draw(d)[::2],
+            lambda a, lower: linalg.cholesky(sym(a), lower),
+        ),  # fmt: skip
         Case(
             linalg.solve,
             scipy_solve_draw,
             lambda a, b, lower, assume_a, transposed: linalg.solve(
-                a, b, lower, assume_a=assume_a, transposed=transposed
+                sym(a) if assume_a in ("sym", "pos") else a,
+                b,
+                lower,
+                assume_a=assume_a,
+                transposed=transposed,
             ),
             argnums=(0, 1),
         ),  # fmt: skip
@@ -802,7 +830,11 @@ if sla is not None:
     SCIPY_BATCHED = [
         ("inv", linalg.inv, (_BA,)),
         ("det", linalg.det, (_BA,)),
-        ("cholesky", lambda s: linalg.cholesky(s, lower=True), (_BA @ np.swapaxes(_BA, -1, -2),)),
+        (
+            "cholesky",
+            lambda s: linalg.cholesky(sym(s), lower=True),
+            (_BA @ np.swapaxes(_BA, -1, -2),),
+        ),
         ("solve_triangular", lambda a, b: linalg.solve_triangular(a, b, lower=True), (_BA, _BB)),
         ("solve", linalg.solve, (_BA, _BB)),
         ("expm", linalg.expm, (_BA / 4,)),
