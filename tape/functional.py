@@ -237,7 +237,7 @@ def _forward_and_reverse(
                 # a Dask or CuPy output is seeded in its own library, so that no rule
                 # broadcasts a NumPy 1.0 to a data set's shape (Dask would ship it whole)
                 seed = np.ones_like(value) if is_duck_array(value) else 1.0
-                rtape = propagate(tape, reverse_tape(out, seed))
+                rtape = propagate(tape, reverse_tape(out, seed), free=True)
             except Exception as error:
                 _locate(error, tape, f, given, kwargs, nums)
                 raise

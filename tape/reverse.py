@@ -105,9 +105,13 @@ def reverse_tape(y: Node, ybar: Any = 1.0) -> ReverseTape:
     return rtape
 
 
-def propagate(tape: Tape, rtape: ReverseTape) -> ReverseTape:
+def propagate(tape: Tape, rtape: ReverseTape, *, free: bool = False) -> ReverseTape:
     """The reverse pass: fill ``rtape`` with the adjoint of every record that reaches the
     seeded output, walking ``tape`` backwards once. Returns ``rtape``.
+
+    With ``free=True`` each Branch's adjoint is dropped as soon as it has been passed on,
+    so that only the Leaves' adjoints remain: the peak memory of the pass is then that of
+    the adjoints still in flight (``grad`` does this).
 
     >>> import numpy as np
     >>> from tape import Tape, Leaf, reverse_tape, propagate
@@ -149,6 +153,8 @@ def propagate(tape: Tape, rtape: ReverseTape) -> ReverseTape:
                     _backpropagate(node, ybar, tape, rtape)
                     if check is not None:
                         check(node, ybar, rtape)
+                    if free:
+                        adjoints[pos] = None
         except Exception as error:
             _explain(error, records, pos)
             raise

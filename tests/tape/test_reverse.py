@@ -80,3 +80,31 @@ def test_reverse_tape_indexing():
     assert rt[x] == rt[0] == 6.0 and len(rt) == 2 and list(rt) == [6.0, 1.0]
     with pytest.raises(KeyError):
         rt[Leaf(Tape(), 1.0)]
+
+
+def test_free_drops_branch_adjoints_once_passed_on_and_keeps_the_leaves():
+    import tracemalloc
+
+    t = Tape()
+    x = Leaf(t, np.ones(3))
+    y = np.sum(np.sin(x) * 2.0)
+    rt = propagate(t, reverse_tape(y), free=True)
+    np.testing.assert_allclose(rt[x], 2 * np.cos(np.ones(3)))
+    assert all(rt[i] is None for i in range(1, len(t)))
+
+    def chain(v):
+        for _ in range(30):
+            v = np.tanh(v) * 1.01
+        return np.sum(v)
+
+    def peak(free):
+        t = Tape()
+        v = Leaf(t, np.ones(100_000))
+        out = chain(v)
+        tracemalloc.start()
+        propagate(t, reverse_tape(out), free=free)
+        size = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return size
+
+    assert peak(True) < peak(False) / 5  # 60 adjoints of 800 kB held, against a few
