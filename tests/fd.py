@@ -8,22 +8,29 @@ from tape import grad
 
 
 def numeric_grad(f, args, argnum, eps=1e-6):
-    """d f / d args[argnum] by central differences, f scalar-valued, in float64."""
+    """d f / d args[argnum] by central differences, f real and scalar-valued, in double
+    precision. For a complex argument, JAX's convention: df/dx - 1j df/dy."""
     args = list(args)
     x = args[argnum]
     scalar = np.ndim(x) == 0
-    x = np.array(x, dtype=np.float64)
+    complex_input = np.iscomplexobj(x)
+    x = np.array(x, dtype=np.complex128 if complex_input else np.float64)
     g = np.zeros_like(x)
+    directions = (1.0, 1j) if complex_input else (1.0,)
     for i in np.ndindex(x.shape):
         h = eps * max(1.0, abs(x[i]))
-        up, down = x.copy(), x.copy()
-        up[i] += h
-        down[i] -= h
-        args_up, args_down = list(args), list(args)
-        args_up[argnum] = float(up) if scalar else up
-        args_down[argnum] = float(down) if scalar else down
-        g[i] = (f(*args_up) - f(*args_down)) / (2 * h)
-    return float(g) if scalar else g
+        for unit in directions:
+            up, down = x.copy(), x.copy()
+            up[i] += unit * h
+            down[i] -= unit * h
+            args_up, args_down = list(args), list(args)
+            args_up[argnum] = up[()] if scalar else up
+            args_down[argnum] = down[()] if scalar else down
+            d = (f(*args_up) - f(*args_down)) / (2 * h)
+            g[i] += d if unit == 1.0 else -1j * d
+    if scalar:
+        return complex(g) if complex_input else float(g)
+    return g
 
 
 def projected(f, *args, seed=0):
