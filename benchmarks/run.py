@@ -4,7 +4,7 @@
     python benchmarks/run.py --quick    # a smoke run in about two minutes
     python benchmarks/run.py --no-jit   # skip JAX's jit (its compiles take minutes)
 
-Each (library, workload) runs in a fresh process pinned to one thread, so that one
+Each (library, workload) runs in a fresh process pinned to one core, so that one
 library's imports, threads, allocator or garbage collector never touch another's
 timings. Every gradient is checked against the hand-written one. Medians over repeats
 and ratios to the hand-written gradient come from the same run; the Markdown table is
@@ -266,6 +266,14 @@ def installed(lib):
     return importlib.util.find_spec(MODULES[lib]) is not None
 
 
+def one_core():
+    """Run the calling process on one core: thread settings alone do not hold every
+    library to one (JAX's CPU client keeps a pool that used 1.65 cores of two on the
+    1000² workload), and the affinity, inherited by every thread, does."""
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
 def spawn(lib, workload, args, timeout):
     env = dict(os.environ, **THREADS)
     env["PYTHONPATH"] = HERE + os.pathsep + env.get("PYTHONPATH", "")
@@ -274,7 +282,9 @@ def spawn(lib, workload, args, timeout):
         cmd.append("--quick")
     start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            cmd, env=env, capture_output=True, text=True, timeout=timeout, preexec_fn=one_core
+        )
     except subprocess.TimeoutExpired:
         return {"lib": lib, "workload": workload, "timeout": timeout}
     wall = time.perf_counter() - start
@@ -468,7 +478,8 @@ def main():
     command = " ".join(["python benchmarks/run.py", *shown])
     text = "\n".join(
         [
-            f"Command: `{command}` ({elapsed / 60:.1f} min). One thread per library, float64, "
+            f"Command: `{command}` ({elapsed / 60:.1f} min). One core per library (process "
+            "affinity and thread settings), float64, "
             f"medians over repeats; (n×) is the ratio to the hand-written NumPy gradient in the "
             f"same run. Every gradient is checked against the hand-written one.",
             "",

@@ -57,6 +57,7 @@ import string
 
 import numpy as np
 
+from .reductions import broadcast_to
 from .registry import implementation, nondifferentiable, preprocess, primitive, sensitivity
 
 try:
@@ -109,12 +110,27 @@ def _real_only(name, *xs):
 # -- matmul, dot, tensordot ---------------------------------------------------------------
 
 
+# An adjoint that repeats along a matrix axis (zero stride: what a sum's rule sends back)
+# is an outer product, so the two products of matmul's rule reduce to sums and products
+# of a matrix with a vector: O(n^2) work instead of O(n^3), and the repetition is kept for
+# the rules further back. Rows that repeat: ybar = 1 v^T; columns: ybar = u 1^T.
+
+
+def _repeats(ybar, axis):
+    return type(ybar) is np.ndarray and ybar.ndim >= 2 and ybar.strides[axis] == 0
+
+
 @sensitivity(np.matmul, 0)
 def _(y, ybar, a, b, **kwargs):
     if np.ndim(b) == 1:
         return ybar * b if np.ndim(a) == 1 else np.expand_dims(ybar, -1) * b
     if np.ndim(a) == 1:
         return np.matmul(b, np.expand_dims(ybar, -1))[..., 0]
+    if _repeats(ybar, -1):  # ybar @ b^T = u (b 1)^T
+        return ybar[..., :1] * np.sum(b, axis=-1)[..., None, :]
+    if _repeats(ybar, -2):  # ybar @ b^T = 1 (b v)^T, repeating in turn
+        row = np.matmul(b, ybar[..., 0, :, None])[..., None, :, 0]
+        return broadcast_to(row, np.shape(ybar)[:-1] + row.shape[-1:])
     return np.matmul(ybar, _mT(b))
 
 
@@ -124,6 +140,11 @@ def _(y, ybar, a, b, **kwargs):
         return ybar * a if np.ndim(a) == 1 else np.matmul(np.expand_dims(ybar, -2), a)[..., 0, :]
     if np.ndim(a) == 1:
         return np.expand_dims(a, -1) * np.expand_dims(ybar, -2)
+    if _repeats(ybar, -2):  # a^T ybar = (a^T 1) v^T
+        return np.sum(a, axis=-2)[..., :, None] * ybar[..., :1, :]
+    if _repeats(ybar, -1):  # a^T ybar = (a^T u) 1^T, repeating in turn
+        column = np.matmul(_mT(a), ybar[..., :, :1])
+        return broadcast_to(column, column.shape[:-1] + np.shape(ybar)[-1:])
     return np.matmul(_mT(a), ybar)
 
 

@@ -687,8 +687,9 @@ def _element_numbers(shape, index):
     in NumPy, costing memory for the result only (each axis's coordinates are a
     broadcast view); None when ``index`` holds arrays of another library."""
     parts = index if isinstance(index, tuple) else (index,)
-    if any(not isinstance(p, (np.ndarray, list)) and hasattr(p, "__array_function__")
-           for p in parts):
+    if any(
+        not isinstance(p, (np.ndarray, list)) and hasattr(p, "__array_function__") for p in parts
+    ):
         return None
     strides = np.cumprod((1,) + tuple(shape[:0:-1]))[::-1]
     numbers = 0

@@ -106,6 +106,14 @@ def _as_input_type(g: Any, x: Any) -> Any:
         return g
     if isinstance(x, Node):
         x = x.value
+    if (
+        type(g) is np.ndarray
+        and type(x) is np.ndarray
+        and g.dtype == x.dtype
+        and g.shape == x.shape
+        and g.flags.writeable
+    ):
+        return g  # the common case: already an array of the input's kind
     dtype = x.dtype if is_duck_array(x) else np.result_type(x)
     if dtype.kind == "f" and np.iscomplexobj(g):
         g = np.real(g)  # a real input's gradient is real, also through complex intermediates
@@ -181,12 +189,18 @@ def record_inputs(f: Callable, tape: Tape, args: tuple, nums: tuple) -> tuple[li
 def input_gradients(inputs: dict, nums: tuple, adjoint: Any) -> list:
     """One gradient per entry of ``nums``, read off the adjoints (None: all zeros)."""
     grads = []
+    handed = set()  # one array can be the adjoint of several inputs (x + y): each gets its own
     for i in nums:
         leaves, treedef, nodes = inputs[i]
         gs = []
         for x, node in zip(leaves, nodes):
             g = None if adjoint is None else adjoint[node.pos]
-            gs.append(_zeros_like_input(x) if g is None else _as_input_type(g, x))
+            g = _zeros_like_input(x) if g is None else _as_input_type(g, x)
+            if type(g) is np.ndarray:
+                if id(g) in handed:
+                    g = g.copy()
+                handed.add(id(g))
+            gs.append(g)
         grads.append(tree_unflatten(treedef, gs))
     return grads
 

@@ -187,7 +187,7 @@ def _record(node: Node, tape: Tape, constants: bool) -> list[str]:
             text = _short(preview(arg)) if isinstance(arg, Node) else _constant_label(arg)
             lines.append(
                 f"{name} [label={_quote(text)}, shape=box, fontsize=8, height=0.2, "
-                'color=gray60, fontcolor=gray40, style=dashed];'
+                "color=gray60, fontcolor=gray40, style=dashed];"
             )
             label = f', label="{i}"' if many else ""
             lines.append(f"{name} -> n{pos} [color=gray60, style=dashed{label}];")

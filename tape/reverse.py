@@ -17,9 +17,7 @@ from .core import (
     Tape,
     describe,
     gc_paused,
-    holds_node_of,
     is_duck_array,
-    unbox,
     verify,
 )
 from .display import dtype_name, preview
@@ -184,28 +182,30 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
     f = node.f
     rules = _rules_of(f)
     args = node.args
-    vals = unbox(args, tape)
+    vals = node.vals
     y = node.value
     kwargs = node.kwargs
     if rules.pre is not None:
         kwargs = dict(kwargs, pre=rules.pre(y, ybar, *vals, **kwargs))
     plain = None if rules.update or rules.typed else rules.plain  # the common, fast case
-    for i, arg in enumerate(args):
+    for i in node.parents:
+        arg = args[i]
         if isinstance(arg, Node):
-            if arg.tape is tape:
-                if plain is not None:
-                    _accumulate(rtape, arg, plain[i](y, ybar, *vals, **kwargs), f, i)
-                else:
-                    _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape)
-        elif holds_node_of(arg, tape):
-            rule = rules.rule(i, vals)
-            xbars = rule(y, ybar, *vals, **kwargs)
+            if plain is not None:
+                # an empty **kwargs still costs a dict on every call: most calls have none
+                xbar = plain[i](y, ybar, *vals, **kwargs) if kwargs else plain[i](y, ybar, *vals)
+                _accumulate(rtape, arg, xbar, f, i)
+            else:
+                _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape)
+        else:  # a list or tuple holding nodes of this tape
+            xbars = rules.rule(i, vals)(y, ybar, *vals, **kwargs)
             for element, xbar in zip(arg, xbars):
                 if isinstance(element, Node) and element.tape is tape and xbar is not None:
                     _accumulate(rtape, element, xbar, f, i)
 
 
 _rules_of = registry._registry.__getitem__
+_ndarray = np.ndarray
 _SCALARS = (float, np.float64)  # shape () for sure: no need to ask np.shape
 
 
@@ -244,7 +244,11 @@ def _accumulate(rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int) -
     Only an array the reverse pass made itself is added into in place.
     """
     value = arg.value
-    if not (type(xbar) in _SCALARS and type(value) in _SCALARS):
+    if type(xbar) is _ndarray:
+        shape = value.shape if type(value) is _ndarray else np.shape(value)
+        if xbar.shape != shape:
+            xbar = unbroadcast(xbar, shape, f, argnum)
+    elif not (type(xbar) in _SCALARS and type(value) in _SCALARS):
         shape = np.shape(value)
         if np.shape(xbar) != shape:
             xbar = unbroadcast(xbar, shape, f, argnum)
@@ -252,12 +256,12 @@ def _accumulate(rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int) -
     current = rtape.adjoints[pos]
     if current is None:
         rtape.adjoints[pos] = xbar
-    elif rtape.owned[pos] and type(xbar) is np.ndarray and xbar.dtype == current.dtype:
+    elif rtape.owned[pos] and type(xbar) is _ndarray and xbar.dtype == current.dtype:
         np.add(current, xbar, out=current)
     else:
         total = current + xbar
         rtape.adjoints[pos] = total
-        rtape.owned[pos] = type(total) is np.ndarray
+        rtape.owned[pos] = type(total) is _ndarray
 
 
 def unbroadcast(xbar: Any, shape: tuple, f: Any = None, argnum: int = 0) -> Any:
@@ -265,6 +269,13 @@ def unbroadcast(xbar: Any, shape: tuple, f: Any = None, argnum: int = 0) -> Any:
 
     Anything else is a rule's mistake, reported as such rather than broadcast silently.
     """
+    if type(xbar) is _ndarray and xbar.ndim >= len(shape):
+        # one reduction over the added axes and the stretched ones (size 1 in ``shape``)
+        extra = xbar.ndim - len(shape)
+        axes = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape) if n == 1)
+        summed = np.add.reduce(xbar, axis=axes, keepdims=True)
+        if summed.shape[extra:] == shape:
+            return summed.reshape(shape)
     xshape = np.shape(xbar)
     if any(n != n for n in shape + tuple(xshape)):  # nan: a size known only once computed
         raise ValueError(
