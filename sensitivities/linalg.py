@@ -67,7 +67,8 @@ except ImportError:  # SciPy is optional: without it the counterparts are not de
 
 
 def _mT(a):
-    return np.swapaxes(a, -1, -2)
+    # the method costs a quarter of the function, which matmul's rule calls every time
+    return a.swapaxes(-1, -2) if type(a) is np.ndarray else np.swapaxes(a, -1, -2)
 
 
 def _eye_like(x, n=None):
@@ -122,9 +123,10 @@ def _repeats(ybar, axis):
 
 @sensitivity(np.matmul, 0)
 def _(y, ybar, a, b, **kwargs):
-    if np.ndim(b) == 1:
-        return ybar * b if np.ndim(a) == 1 else np.expand_dims(ybar, -1) * b
-    if np.ndim(a) == 1:
+    a_ndim, b_ndim = np.ndim(a), np.ndim(b)
+    if b_ndim == 1:
+        return ybar * b if a_ndim == 1 else np.expand_dims(ybar, -1) * b
+    if a_ndim == 1:
         return np.matmul(b, np.expand_dims(ybar, -1))[..., 0]
     if _repeats(ybar, -1):  # ybar @ b^T = u (b 1)^T
         return ybar[..., :1] * np.sum(b, axis=-1)[..., None, :]
@@ -136,9 +138,10 @@ def _(y, ybar, a, b, **kwargs):
 
 @sensitivity(np.matmul, 1)
 def _(y, ybar, a, b, **kwargs):
-    if np.ndim(b) == 1:
-        return ybar * a if np.ndim(a) == 1 else np.matmul(np.expand_dims(ybar, -2), a)[..., 0, :]
-    if np.ndim(a) == 1:
+    a_ndim, b_ndim = np.ndim(a), np.ndim(b)
+    if b_ndim == 1:
+        return ybar * a if a_ndim == 1 else np.matmul(np.expand_dims(ybar, -2), a)[..., 0, :]
+    if a_ndim == 1:
         return np.expand_dims(a, -1) * np.expand_dims(ybar, -2)
     if _repeats(ybar, -2):  # a^T ybar = (a^T 1) v^T
         return np.sum(a, axis=-2)[..., :, None] * ybar[..., :1, :]

@@ -659,37 +659,11 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     (its NumPy implementation runs on the nodes, recording its inner calls).
     """
     tape = innermost_tape(args)
-    keyword_only = False
-    if tape is None:
-        if not kwargs:
-            return f(*args)
-        tape = innermost_tape(tuple(kwargs.values()))
-        if tape is None:
-            return f(*args, **kwargs)
-        keyword_only = True  # np.average(x, weights=w): fine to enter, not to record
+    rules = _rules_get(f)
+    if tape is None or rules is None or rules.nondiff or (kwargs and "out" in kwargs):
+        return _unrecorded(f, tape, rules, args, kwargs)
     if not tape.records:
         raise ValueError(_STALE)
-    rules = _rules_get(f)
-    if keyword_only and rules is not None and not rules.nondiff:
-        raise _keyword_node(f, kwargs)
-    if kwargs and kwargs.get("out") is not None and (rules is None or not rules.nondiff):
-        raise TypeError(
-            f"np.{function_name(f)}(..., out=...) would write the result into an array "
-            "in place, which the tape cannot record; drop out= and use the returned value"
-        )
-    if rules is None:
-        return _enter(f, tape, args, kwargs or {})
-    if rules.nondiff:
-        for keyword, position in rules.guarded:
-            held = kwargs.get(keyword) if kwargs else None
-            if position < len(args):
-                held = args[position]
-            if innermost_tape((held,)) is not None:
-                raise MissingRuleError(
-                    f"{function_name(f)} is not differentiable with respect to {keyword!r}, "
-                    f"which is a node here; {_how_to_register(f, position)}"
-                )
-        return _plain(f, args, kwargs)
     argnums = rules.argnums
     seal = None
     vals = []
@@ -743,6 +717,42 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     if _watching:
         _observer(node)
     return node
+
+
+def _unrecorded(f: Any, tape: Tape | None, rules: Any, args: tuple, kwargs: dict | None) -> Any:
+    """``apply`` for every call that records no Branch of its own: no node among the
+    positional arguments, no rules (entered), not differentiable (plain), or ``out=``."""
+    keyword_only = False
+    if tape is None:
+        if not kwargs:
+            return f(*args)
+        tape = innermost_tape(tuple(kwargs.values()))
+        if tape is None:
+            return f(*args, **kwargs)
+        keyword_only = True  # np.average(x, weights=w): fine to enter, not to record
+    if not tape.records:
+        raise ValueError(_STALE)
+    if keyword_only and rules is not None and not rules.nondiff:
+        raise _keyword_node(f, kwargs)
+    if kwargs and kwargs.get("out") is not None and (rules is None or not rules.nondiff):
+        raise TypeError(
+            f"np.{function_name(f)}(..., out=...) would write the result into an array "
+            "in place, which the tape cannot record; drop out= and use the returned value"
+        )
+    if rules is None:
+        return _enter(f, tape, args, kwargs or {})
+    if rules.nondiff:
+        for keyword, position in rules.guarded:
+            held = kwargs.get(keyword) if kwargs else None
+            if position < len(args):
+                held = args[position]
+            if innermost_tape((held,)) is not None:
+                raise MissingRuleError(
+                    f"{function_name(f)} is not differentiable with respect to {keyword!r}, "
+                    f"which is a node here; {_how_to_register(f, position)}"
+                )
+        return _plain(f, args, kwargs)
+    return apply(f, args, {k: v for k, v in kwargs.items() if k != "out"})  # out=None
 
 
 def _explain_mix(error: Exception, f: Any, vals: tuple) -> None:

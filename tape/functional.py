@@ -238,14 +238,15 @@ def _forward_and_reverse(
         if has_aux:
             out, aux = split_aux(out, tape, fname, who)
         value = out.value if isinstance(out, Node) and out.tape is tape else out
-        shape = np.shape(value)
-        if shape != ():
-            raise TypeError(
-                f"{who} needs {fname} to return a scalar, but it returned shape {shape}; "
-                "use jacobian or vjp for non-scalar outputs, or reduce the output (np.sum)"
-            )
-        if np.iscomplexobj(value):
-            raise TypeError(f"{who} needs {fname} to return a real scalar, got a complex one")
+        if type(value) is not np.float64 and type(value) is not float:  # else surely fine
+            shape = np.shape(value)
+            if shape != ():
+                raise TypeError(
+                    f"{who} needs {fname} to return a scalar, but it returned shape {shape}; "
+                    "use jacobian or vjp for non-scalar outputs, or reduce the output (np.sum)"
+                )
+            if np.iscomplexobj(value):
+                raise TypeError(f"{who} needs {fname} to return a real scalar, got a complex one")
         if isinstance(out, Node) and out.tape is tape:
             try:
                 # a Dask or CuPy output is seeded in its own library, so that no rule
