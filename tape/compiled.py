@@ -41,6 +41,7 @@ from .functional import (
     _check_input,
     _normalise_argnums,
     _zeros_like_input,
+    own_array,
     tree_flatten,
     tree_unflatten,
     value_and_grad,
@@ -728,21 +729,15 @@ class _Program:
         self.entry(v, g)
         value = self.constant_value if self.out_pos is None else v[self.out_pos]
         grads = []
+        handed: set = set()
         for treedef, slots in zip(self.treedefs, self.diff_slots):
-            grads.append(tree_unflatten(treedef, [_finish(g[q], leaves[i]) for i, q in slots]))
+            gs = [own_array(_finish(g[q], leaves[i]), handed) for i, q in slots]
+            grads.append(tree_unflatten(treedef, gs))
         return value, (grads[0] if self.single else tuple(grads))
 
 
 def _finish(g: Any, x: Any) -> Any:
     """The gradient as ``grad`` hands it out: the input's shape, dtype and kind."""
-    if (
-        type(g) is np.ndarray
-        and type(x) is np.ndarray
-        and g.dtype == x.dtype
-        and g.shape == x.shape
-        and g.flags.writeable
-    ):
-        return g
     return _zeros_like_input(x) if g is None else _as_input_type(g, x)
 
 

@@ -189,20 +189,26 @@ def record_inputs(f: Callable, tape: Tape, args: tuple, nums: tuple) -> tuple[li
 def input_gradients(inputs: dict, nums: tuple, adjoint: Any) -> list:
     """One gradient per entry of ``nums``, read off the adjoints (None: all zeros)."""
     grads = []
-    handed = set()  # one array can be the adjoint of several inputs (x + y): each gets its own
+    handed: set = set()
     for i in nums:
         leaves, treedef, nodes = inputs[i]
         gs = []
         for x, node in zip(leaves, nodes):
             g = None if adjoint is None else adjoint[node.pos]
             g = _zeros_like_input(x) if g is None else _as_input_type(g, x)
-            if type(g) is np.ndarray:
-                if id(g) in handed:
-                    g = g.copy()
-                handed.add(id(g))
-            gs.append(g)
+            gs.append(own_array(g, handed))
         grads.append(tree_unflatten(treedef, gs))
     return grads
+
+
+def own_array(g: Any, handed: set) -> Any:
+    """``g``, or a copy where an earlier gradient of the same call is that very array: one
+    adjoint can reach several inputs (``x + y``), and each input gets an array of its own."""
+    if type(g) is np.ndarray:
+        if id(g) in handed:
+            g = g.copy()
+        handed.add(id(g))  # the gradients are alive until returned: ids are not reused
+    return g
 
 
 def split_aux(out: Any, tape: Tape, fname: str, who: str) -> tuple[Any, Any]:
