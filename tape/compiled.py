@@ -593,7 +593,7 @@ class _Program:
                     self._accumulate(a, expr, 1.0, adj, owned, out, alias=expr == gp)
             return
         rules = registry.lookup(node.f)
-        vals = core.unbox(args, tape)
+        vals = node.vals
         y = node.value
         kwargs = node.kwargs
         call_args = self._args(node, tape)

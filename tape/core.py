@@ -613,28 +613,6 @@ def innermost_tape(args: Any) -> Tape | None:
     return tape
 
 
-def unbox(args: tuple, tape: Tape) -> tuple:
-    """``args`` with the nodes of ``tape`` replaced by their values (one list level deep)."""
-    out = []
-    for a in args:
-        if isinstance(a, Node):
-            if a.tape is tape:
-                a = a.value
-        elif type(a) is list or type(a) is tuple:
-            a = type(a)(b.value if isinstance(b, Node) and b.tape is tape else b for b in a)
-        out.append(a)
-    return tuple(out)
-
-
-def holds_node_of(a: Any, tape: Tape) -> bool:
-    """Whether argument ``a`` is, or is a list/tuple holding, a node of ``tape``."""
-    if isinstance(a, Node):
-        return a.tape is tape
-    if type(a) is list or type(a) is tuple:
-        return any(isinstance(b, Node) and b.tape is tape for b in a)
-    return False
-
-
 def _how_to_register(f: Any, argnum: int) -> str:
     name = function_name(f)
     module = str(getattr(f, "__module__", "") or "")

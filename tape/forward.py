@@ -33,7 +33,7 @@ from sensitivities import registry
 from sensitivities.pushforwards import lift
 from sensitivities.registry import function_name
 
-from .core import Branch, Leaf, MissingRuleError, Node, Tape, gc_paused, holds_node_of, unbox
+from .core import Branch, Leaf, MissingRuleError, Node, Tape, gc_paused
 from .display import preview
 
 __all__ = ["ForwardTape"]
@@ -128,28 +128,22 @@ def _complex(v: Any) -> bool:
 def _push(tape: ForwardTape, node: Branch) -> Any:
     """The tangent of a Branch just recorded on ``tape``: the sum over its arguments of
     each one's pushforward; None when no argument carries a tangent."""
-    f, args, kwargs = node.f, node.args, node.kwargs
+    f, args, vals, kwargs = node.f, node.args, node.vals, node.kwargs
     tangents = tape.tangents
-    vals = None
     total = None
     y = node.value
-    for i, a in enumerate(args):
+    for i in node.parents:
+        a = args[i]
         if isinstance(a, Node):
-            if a.tape is not tape:
-                continue
             xdot = tangents.get(a.pos)
             if xdot is None:
                 continue
-        elif holds_node_of(a, tape):
+        else:  # a list or tuple holding nodes of this tape
             xdot = [
                 tangents.get(b.pos) if isinstance(b, Node) and b.tape is tape else None for b in a
             ]
             if all(t is None for t in xdot):
                 continue
-        else:
-            continue
-        if vals is None:
-            vals = unbox(args, tape)
         ydot = _pushforward(f, i, y, xdot, vals, kwargs, tape.directions)
         if ydot is not None:
             total = ydot if total is None else total + ydot
