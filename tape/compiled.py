@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from sensitivities import registry
+from sensitivities.reductions import broadcast_to
 from sensitivities.registry import function_name
 
 from . import core
@@ -447,7 +448,13 @@ class _Program:
                 for q in argpos[p]:
                     live[q] = True
 
-        ns: dict[str, Any] = {"np": np, "_Changed": _Changed, "_differs": _differs, **_MATH}
+        ns: dict[str, Any] = {
+            "np": np,
+            "_Changed": _Changed,
+            "_differs": _differs,
+            "_broadcast_to": broadcast_to,  # NumPy's view, made faster
+            **_MATH,
+        }
         self.ns = ns
         self._names = 0
         self._alias: dict[int, str] = {}  # slot -> the name its adjoint is read from
@@ -619,6 +626,11 @@ class _Program:
                     expr = _on_arrays(_SCALAR[node.f][1][i]).format(*exprs, y=f"x{p}", g=gp)
                 elif node.f is np.sum and rule is _registered(np.sum, 0) and _plain_sum(node, vals):
                     expr = _sum_adjoint(gp, vals[0], ybar, kwargs)
+                elif node.f is np.matmul and rule is _registered(np.matmul, i) and _plain_matmul(
+                    vals, ybar, kwargs
+                ):
+                    other = self._expr(args[1 - i], tape)
+                    expr = f"np.matmul({gp}, {other}.T)" if i == 0 else f"np.matmul({other}.T, {gp})"
                 else:
                     expr = f"{self._name(rule, 'r')}(x{p}, {gp}, {call_args})"
                 self._contribution(node, i, a, expr, xbar, adj, owned, out)
@@ -745,16 +757,28 @@ def _plain_sum(node: Branch, vals: tuple) -> bool:
     return len(vals) == 1 and type(vals[0]) is np.ndarray and set(node.kwargs) <= _REDUCE[np.sum][1]
 
 
+def _plain_matmul(vals: tuple, ybar: Any, kwargs: Any) -> bool:
+    """Whether matmul's rule comes down to one product here: two matrices, and an adjoint
+    that does not repeat (a repeating one keeps the rule, which saves work on it). Either
+    way the product is right, so the adjoint's structure need not be guarded."""
+    return (
+        not kwargs
+        and all(type(v) is np.ndarray and v.ndim == 2 for v in vals)
+        and type(ybar) is np.ndarray
+        and 0 not in ybar.strides
+    )
+
+
 def _sum_adjoint(g: str, x: np.ndarray, ybar: Any, kwargs: Any) -> str:
     """The sum rule for a known shape: ``ybar`` with the reduced axes put back, broadcast."""
     if np.ndim(ybar) == 0 and x.size <= 1 << 14:
         return f"np.full({x.shape}, {g})"  # small: a filled array is cheaper than a view
     if np.ndim(ybar) == 0 or kwargs.get("keepdims"):
-        return f"np.broadcast_to({g}, {x.shape})"
+        return f"_broadcast_to({g}, {x.shape})"
     axis = kwargs.get("axis")
     axes = range(x.ndim) if axis is None else np.atleast_1d(axis) % x.ndim
     kept = tuple(1 if i in set(axes) else n for i, n in enumerate(x.shape))
-    return f"np.broadcast_to({g}.reshape({kept}), {x.shape})"
+    return f"_broadcast_to({g}.reshape({kept}), {x.shape})"
 
 
 def _registered(f: Any, argnum: int) -> Any:

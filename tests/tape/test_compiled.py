@@ -252,3 +252,26 @@ def test_gradient_inside_the_function_and_its_branches():
     assert_same(g(x * 1.2), grad(f)(x * 1.2))
     with pytest.raises(TapeMismatchError):  # a comparison on the inner tape's nodes changed
         g(-x)
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [((3, 4), (4, 2)), ((4,), (4, 2)), ((3, 4), (4,)), ((2, 3, 4), (4, 2)), ((1, 4), (4, 5))],
+)
+@pytest.mark.parametrize("weighted", [True, False])  # False: sum's adjoint repeats
+def test_matmul_products_inlined_or_through_the_rule(shapes, weighted):
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal(s) for s in shapes)
+    w = rng.standard_normal(np.shape(a @ b)) if weighted else 1.0
+    c = rng.standard_normal(shapes[0])  # a constant left factor: only b's product is needed
+
+    def f(a, b):
+        return np.sum(np.tanh(a @ b) * w) + np.sum((c @ b) ** 2)
+
+    g = compile_grad(f, a, b)
+    for scale in (1.0, -0.5):
+        got = g(a * scale, b + scale)
+        assert_same(got, grad(f)(a * scale, b + scale))
+        for i in range(2):
+            expected = numeric_grad(f, (a * scale, b + scale), i)
+            np.testing.assert_allclose(got[i], expected, rtol=1e-6, atol=1e-8)
