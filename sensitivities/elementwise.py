@@ -170,8 +170,9 @@ sensitivity(np.arccosh, 0)(lambda y, ybar, x, **kw: ybar / (np.sqrt(x - 1) * np.
 sensitivity(np.arctanh, 0)(lambda y, ybar, x, **kw: ybar / (1 - x * x))
 sensitivity(np.arctan2, 0)(lambda y, ybar, a, b, **kw: ybar * b / (a * a + b * b))
 sensitivity(np.arctan2, 1)(lambda y, ybar, a, b, **kw: -ybar * a / (a * a + b * b))
-sensitivity(np.hypot, 0)(lambda y, ybar, a, b, **kw: ybar * a / y)
-sensitivity(np.hypot, 1)(lambda y, ybar, a, b, **kw: ybar * b / y)
+# at the origin the subgradient 0, as for np.linalg.norm (a / y would be 0 / 0)
+sensitivity(np.hypot, 0)(lambda y, ybar, a, b, **kw: ybar * a / np.where(np.equal(y, 0), 1.0, y))
+sensitivity(np.hypot, 1)(lambda y, ybar, a, b, **kw: ybar * b / np.where(np.equal(y, 0), 1.0, y))
 for _f in (np.deg2rad, np.radians):
     sensitivity(_f, 0)(lambda y, ybar, x, **kw: ybar * _DEG)
 for _f in (np.rad2deg, np.degrees):

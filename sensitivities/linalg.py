@@ -919,7 +919,7 @@ def _(y, ybar, x, ord=None, axis=None, keepdims=False):
             u, vh = u[..., :1], vh[..., :1, :]
         elif ord == -2:
             u, vh = u[..., -1:], vh[..., -1:, :]
-        return ybar * np.moveaxis(np.matmul(u, vh), (-2, -1), axes)
+        return ybar * np.moveaxis(np.conjugate(np.matmul(u, vh)), (-2, -1), axes)
     size = np.absolute(x)
     if matrix:  # ord 1 / -1: columns summed over axes[0]; inf / -inf: rows over axes[1]
         summed, over = (axes[0], axes[1]) if ord in (1, -1) else (axes[1], axes[0])

@@ -259,6 +259,8 @@ def _var_rule(nan=False, std=False):
         if correction is not _NO_VALUE:
             ddof = correction
         g = _centred(x, axis, ddof, _mask(x, where, nan), mean)
+        if np.iscomplexobj(g):
+            g = np.conjugate(g)  # d|z|^2 = 2 Re(conj(z) dz), as in the rule of absolute
         ybar = expand_reduced(ybar, x, axis, keepdims)
         if std:
             return ybar * g / expand_reduced(y, x, axis, keepdims)

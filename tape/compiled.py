@@ -630,7 +630,8 @@ class _Program:
                     vals, ybar, kwargs
                 ):
                     other = self._expr(args[1 - i], tape)
-                    expr = f"np.matmul({gp}, {other}.T)" if i == 0 else f"np.matmul({other}.T, {gp})"
+                    factors = (gp, f"{other}.T") if i == 0 else (f"{other}.T", gp)
+                    expr = "np.matmul({}, {})".format(*factors)
                 else:
                     expr = f"{self._name(rule, 'r')}(x{p}, {gp}, {call_args})"
                 self._contribution(node, i, a, expr, xbar, adj, owned, out)

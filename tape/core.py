@@ -204,6 +204,17 @@ def _check_differentiable_value(value: Any) -> None:
         )
 
 
+def _in_place(name: str, instead: str) -> Callable:
+    def method(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            f"x.{name}() changes an array in place, which the tape cannot record; "
+            f"use {instead} instead"
+        )
+
+    method.__name__ = name
+    return method
+
+
 class Node:
     """A recorded value. It behaves like the value: arithmetic, ``@``, indexing,
     ``.shape``, and every NumPy function, each recorded on the node's tape.
@@ -484,6 +495,61 @@ class Node:
         return apply(np.conjugate, (self,))
 
     conjugate = conj
+
+    def diagonal(self, *args: Any, **kwargs: Any) -> Any:
+        return apply(np.diagonal, (self, *args), kwargs)
+
+    def trace(self, *args: Any, **kwargs: Any) -> Any:
+        return apply(np.trace, (self, *args), kwargs)
+
+    def repeat(self, *args: Any, **kwargs: Any) -> Any:
+        return apply(np.repeat, (self, *args), kwargs)
+
+    def take(self, *args: Any, **kwargs: Any) -> Any:
+        return apply(np.take, (self, *args), kwargs)
+
+    def compress(self, condition: Any, axis: Any = None) -> Any:
+        return apply(np.compress, (condition, self), {"axis": axis})
+
+    def copy(self, *args: Any, **kwargs: Any) -> Any:
+        return apply(np.copy, (self, *args), kwargs)
+
+    def round(self, *args: Any, **kwargs: Any) -> Any:
+        return apply(np.round, (self, *args), kwargs)
+
+    def all(self, *args: Any, **kwargs: Any) -> Any:
+        return apply(np.all, (self, *args), kwargs)
+
+    def any(self, *args: Any, **kwargs: Any) -> Any:
+        return apply(np.any, (self, *args), kwargs)
+
+    def argsort(self, *args: Any, **kwargs: Any) -> Any:
+        return apply(np.argsort, (self, *args), kwargs)
+
+    def nonzero(self) -> Any:
+        return apply(np.nonzero, (self,))
+
+    def searchsorted(self, *args: Any, **kwargs: Any) -> Any:
+        return apply(np.searchsorted, (self, *args), kwargs)
+
+    @property
+    def mT(self) -> Any:
+        return apply(np.matrix_transpose, (self,))
+
+    @property
+    def nbytes(self) -> int:
+        return _strip_one(self).nbytes
+
+    @property
+    def itemsize(self) -> int:
+        return _strip_one(self).itemsize
+
+    # ndarray methods that change the array in place have no recordable meaning
+    sort = _in_place("sort", "the sorted copy x = np.sort(x)")
+    partition = _in_place("partition", "x = np.partition(x, kth)")
+    fill = _in_place("fill", "np.full_like(x, v), or np.where(mask, v, x)")
+    put = _in_place("put", "the functional update x = tape.at(x)[indices].set(v)")
+    resize = _in_place("resize", "x = np.resize(x, shape)")
 
     def item(self, *args: Any) -> Any:
         raise NodeConversionError(

@@ -133,6 +133,23 @@ def test_functions_that_are_not_holomorphic(name, data):
     check_complex_grads(lambda z: np.sum(f(z)), z)
 
 
+# real reductions of complex arrays: spreads and norms, each a sum of |.|^2 or of |.|
+COMPLEX_TO_REAL = {
+    "var": np.var, "var_ddof_axis": lambda z: np.var(z, axis=0, ddof=1),
+    "std": np.std, "std_axis": lambda z: np.std(z, axis=-1, keepdims=True),
+    "nanvar": np.nanvar, "nanstd": np.nanstd,
+    "norm_fro": lambda z: np.linalg.norm(z, "fro"), "norm_nuc": lambda z: np.linalg.norm(z, "nuc"),
+    "norm_2": lambda z: np.linalg.norm(z, 2), "norm_minus_2": lambda z: np.linalg.norm(z, -2),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_TO_REAL))
+def test_real_reductions_of_complex_arrays(name):
+    rng = np.random.default_rng(11)
+    z = rng.standard_normal((3, 2)) + 1j * rng.standard_normal((3, 2))
+    check_complex_grads(lambda z: np.sum(COMPLEX_TO_REAL[name](z)), z)
+
+
 def test_absolute_of_zero_has_gradient_zero():
     assert grad(lambda z: np.abs(z))(0j) == (0j,)
 

@@ -269,6 +269,14 @@ def test_absolute_and_sinc_at_zero():
     assert grad(np.sinc)(0.0) == (0.0,)
 
 
+def test_hypot_at_the_origin_has_the_subgradient_zero_like_norm():
+    a, b = np.array([0.0, 3.0]), np.array([0.0, -4.0])
+    ga, gb = grad(lambda a, b: np.sum(np.hypot(a, b)))(a, b)
+    np.testing.assert_array_equal(ga, [0.0, 0.6])  # a / hypot(a, b) away from the origin
+    np.testing.assert_array_equal(gb, [0.0, -0.8])
+    np.testing.assert_array_equal(grad(np.linalg.norm)(np.zeros(2))[0], [0.0, 0.0])
+
+
 def test_select_takes_the_first_true_condition():
     a, b, d = np.ones(3), np.ones(3), np.ones(3)
     c1, c2 = np.array([True, False, False]), np.array([True, True, False])

@@ -78,6 +78,11 @@ METHODS = {
     "squeeze": (lambda x: x.reshape(1, 3, 4).squeeze(), np.squeeze),
     "clip": (lambda x: x.clip(0.7, 1.2), np.clip),
     "cumsum": (lambda x: x.cumsum(axis=1), np.cumsum),
+    "diagonal": (lambda x: x.diagonal(1), np.diagonal),
+    "repeat": (lambda x: x.repeat(2, axis=0), np.repeat),
+    "take": (lambda x: x.take([0, 2, 2], axis=1), np.take),
+    "copy": (lambda x: x.copy(), np.copy),
+    "mT": (lambda x: x.mT, np.matrix_transpose),
 }
 
 
@@ -88,6 +93,28 @@ def test_methods_are_recorded_as_the_numpy_function(name):
     method(Leaf(t, A))
     assert t[-1].f is f
     check_grads(method, A)
+
+
+def test_methods_entered_through_their_numpy_implementation():
+    check_grads(lambda x: x.trace(1), A)
+    check_grads(lambda x: x.compress([True, False, True], axis=0), A)
+
+
+def test_methods_with_plain_results_match_numpy():
+    x = Leaf(Tape(), A)
+    assert x.all() == A.all() and x.any(axis=0).tolist() == A.any(axis=0).tolist()
+    assert np.array_equal(x.argsort(axis=1), A.argsort(axis=1))
+    assert all(np.array_equal(u, v) for u, v in zip(x.nonzero(), A.nonzero()))
+    assert x[0].searchsorted(1.0) == A[0].searchsorted(1.0)
+    assert np.array_equal(x.round(1), A.round(1))
+    assert x.nbytes == A.nbytes and x.itemsize == A.itemsize
+
+
+@pytest.mark.parametrize("name", ["sort", "partition", "fill", "put", "resize"])
+def test_in_place_methods_say_what_to_use_instead(name):
+    x = Leaf(Tape(), A)
+    with pytest.raises(TypeError, match=rf"x\.{name}\(\) changes an array in place.*use "):
+        getattr(x, name)(1)
 
 
 def test_astype_keeps_gradients_in_the_input_dtype():
