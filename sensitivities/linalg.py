@@ -775,8 +775,12 @@ def slogdet_packed(a):
 
 @sensitivity(slogdet_packed, 0)
 def _(y, ybar, a):
-    _real_only("slogdet", a)
-    return np.expand_dims(ybar[..., 1], (-2, -1)) * _mT(np.linalg.inv(a))
+    # d log|det a| = Re tr(a^-1 da); for complex a the sign moves too:
+    # d sign = i sign Im tr(a^-1 da), which reaches a as i Im(signbar sign) a^-T
+    scale = np.real(ybar[..., 1])
+    if np.iscomplexobj(a):
+        scale = scale + 1j * np.imag(ybar[..., 0] * y[..., 0])
+    return np.expand_dims(scale, (-2, -1)) * _mT(np.linalg.inv(a))
 
 
 @implementation(np.linalg.slogdet)

@@ -150,6 +150,21 @@ def test_real_reductions_of_complex_arrays(name):
     check_complex_grads(lambda z: np.sum(COMPLEX_TO_REAL[name](z)), z)
 
 
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda z: np.linalg.slogdet(z)[1],
+        lambda z: np.real((0.7 - 0.3j) * np.linalg.slogdet(z)[0]),  # the sign moves too
+        lambda z: np.sum(np.linalg.slogdet(np.stack([z, z @ z]))[1]),
+    ],
+    ids=["logabsdet", "sign", "batched"],
+)
+def test_slogdet_of_a_complex_matrix(f):
+    rng = np.random.default_rng(12)
+    z = rng.standard_normal((3, 3)) + 1j * rng.standard_normal((3, 3))
+    check_complex_grads(f, z)
+
+
 def test_absolute_of_zero_has_gradient_zero():
     assert grad(lambda z: np.abs(z))(0j) == (0j,)
 
