@@ -537,12 +537,12 @@ class Node:
         return apply(np.matrix_transpose, (self,))
 
     @property
-    def nbytes(self) -> int:
-        return _strip_one(self).nbytes
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
 
     @property
-    def itemsize(self) -> int:
-        return _strip_one(self).itemsize
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
 
     # ndarray methods that change the array in place have no recordable meaning
     sort = _in_place("sort", "the sorted copy x = np.sort(x)")

@@ -108,6 +108,8 @@ def test_methods_with_plain_results_match_numpy():
     assert x[0].searchsorted(1.0) == A[0].searchsorted(1.0)
     assert np.array_equal(x.round(1), A.round(1))
     assert x.nbytes == A.nbytes and x.itemsize == A.itemsize
+    s = Leaf(Tape(), 2.5)
+    assert s.nbytes == s.itemsize == np.float64(2.5).nbytes
 
 
 @pytest.mark.parametrize("name", ["sort", "partition", "fill", "put", "resize"])
