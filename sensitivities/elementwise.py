@@ -222,7 +222,11 @@ def _(y, ybar, condition, a, b):
 def _clip_bounds(args, kwargs):
     lo = args[0] if len(args) > 0 else kwargs.get("a_min", kwargs.get("min"))
     hi = args[1] if len(args) > 1 else kwargs.get("a_max", kwargs.get("max"))
-    return lo, hi
+    return _given_bound(lo), _given_bound(hi)
+
+
+def _given_bound(bound):
+    return None if bound is np._NoValue else bound  # np.clip's default: no bound
 
 
 @sensitivity(np.clip, 0)
@@ -243,6 +247,7 @@ def _(y, ybar, a, a_min, *rest, **kwargs):
 
 @sensitivity(np.clip, 2)
 def _(y, ybar, a, a_min, a_max, *rest, **kwargs):
+    a_min = _given_bound(a_min)
     below = np.zeros_like(a, dtype=bool) if a_min is None else np.less(a, a_min)
     return np.where(np.greater(a, a_max) & ~below, ybar, 0.0)
 

@@ -176,6 +176,18 @@ def _(y, ybar, x, xp, fp, left=None, right=None, period=None):
     return scatter_add(template, i, weight * (1.0 - t)) + scatter_add(template, i + 1, weight * t)
 
 
+# left= and right= are the values below the first point and above the last (NumPy
+# ignores both under period=)
+@sensitivity(np.interp, 3)
+def _(y, ybar, x, xp, fp, left=None, right=None, period=None):
+    return np.where(np.less(x, np.asarray(xp)[0]) & (period is None), ybar, 0.0)
+
+
+@sensitivity(np.interp, 4)
+def _(y, ybar, x, xp, fp, left=None, right=None, period=None):
+    return np.where(np.greater(x, np.asarray(xp)[-1]) & (period is None), ybar, 0.0)
+
+
 @sensitivity(np.interp, 0)
 def _(y, ybar, x, xp, fp, left=None, right=None, period=None):
     if period is not None:
@@ -183,6 +195,8 @@ def _(y, ybar, x, xp, fp, left=None, right=None, period=None):
     i, xp = _interp_cell(x, xp)
     if len(xp) == 1:
         return ybar * np.zeros_like(x)
+    if isinstance(fp, (list, tuple)):
+        fp = np.asarray(fp)  # the points as NumPy reads them: fp[i] indexes by array
     slope = (fp[i + 1] - fp[i]) / (xp[i + 1] - xp[i])
     inside = np.greater_equal(x, xp[0]) & np.less_equal(x, xp[-1])
     return ybar * np.where(inside, slope, 0.0)

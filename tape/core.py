@@ -16,6 +16,7 @@ free of perturbation confusion, with no global stack of active tapes.
 from __future__ import annotations
 
 import gc
+import inspect
 import itertools
 import operator
 import sys
@@ -734,7 +735,7 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
             elif isinstance(v, Node) or (
                 (type(v) is list or type(v) is tuple) and innermost_tape(v) is not None
             ):
-                raise _keyword_node(f, kwargs)
+                return _apply_placing_keywords(f, args, kwargs)
         try:
             value = f(*vals, **kwargs)
         except Exception as error:
@@ -777,7 +778,7 @@ def _unrecorded(f: Any, tape: Tape | None, rules: Any, args: tuple, kwargs: dict
     if not tape.records:
         raise ValueError(_STALE)
     if keyword_only and rules is not None and not rules.nondiff:
-        raise _keyword_node(f, kwargs)
+        return _apply_placing_keywords(f, args, kwargs)
     if kwargs and kwargs.get("out") is not None and (rules is None or not rules.nondiff):
         raise TypeError(
             f"np.{function_name(f)}(..., out=...) would write the result into an array "
@@ -842,6 +843,53 @@ _STALE = (
     "escaped from the function given to grad (kept in a global, a list or a closure). "
     "Return what you need from the function, or keep node.value as a constant"
 )
+
+
+def _apply_placing_keywords(f: Any, args: tuple, kwargs: dict) -> Any:
+    """``apply`` for a call with a node among its keyword arguments (``np.clip(x,
+    a_max=m)``): rules are keyed by position, so each such keyword moves to its place among
+    the positional arguments, the places before it taken from the other keywords or
+    filled with their defaults. Where ``f``'s signature has no such place (a keyword-only
+    argument, ``**kwargs``), a TypeError asks for the argument by position."""
+    params = _positional_parameters(f)
+    kwargs = dict(kwargs)
+    if f is np.clip and not {"a_min", "a_max"} & kwargs.keys():
+        # NumPy 2's keyword-only spelling np.clip(x, min=..., max=...), either one optional
+        kwargs["a_min"], kwargs["a_max"] = kwargs.pop("min", None), kwargs.pop("max", None)
+    places = {p.name: i for i, p in enumerate(params)}
+    held = [k for k, v in kwargs.items() if innermost_tape((v,)) is not None]
+    if not all(k in places and places[k] >= len(args) for k in held):
+        raise _keyword_node(f, kwargs)
+    args = list(args)
+    for p in params[len(args) : max(places[k] for k in held) + 1]:
+        if p.name in kwargs:
+            args.append(kwargs.pop(p.name))
+        elif p.default is not p.empty:
+            args.append(p.default)
+        else:
+            raise _keyword_node(f, kwargs)
+    return apply(f, tuple(args), kwargs)
+
+
+def _positional_parameters(f: Any) -> list:
+    """The parameters of ``f`` that a positional argument can fill, in order ([] where
+    Python cannot tell: a ufunc, a builtin)."""
+    params = _SIGNATURES.get(f)
+    if params is None:
+        try:
+            every = inspect.signature(f).parameters.values()
+        except (TypeError, ValueError):
+            every = ()
+        params = []
+        for p in every:
+            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                break
+            params.append(p)
+        _SIGNATURES[f] = params
+    return params
+
+
+_SIGNATURES: dict[Any, list] = {}
 
 
 def _keyword_node(f: Any, kwargs: dict) -> TypeError:
