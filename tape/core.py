@@ -853,7 +853,7 @@ def _apply_placing_keywords(f: Any, args: tuple, kwargs: dict) -> Any:
     argument, ``**kwargs``), a TypeError asks for the argument by position."""
     params = _positional_parameters(f)
     kwargs = dict(kwargs)
-    if f is np.clip and not {"a_min", "a_max"} & kwargs.keys():
+    if f is np.clip and len(args) == 1 and not {"a_min", "a_max"} & kwargs.keys():
         # NumPy 2's keyword-only spelling np.clip(x, min=..., max=...), either one optional
         kwargs["a_min"], kwargs["a_max"] = kwargs.pop("min", None), kwargs.pop("max", None)
     places = {p.name: i for i, p in enumerate(params)}

@@ -204,3 +204,10 @@ KEYWORD_NODES = {
 def test_a_node_passed_by_keyword_is_recorded_at_its_position(name):
     x, w = np.array([0.3, 1.2, 1.9]), np.array([1.1, 1.6, 2.2])
     check_grads(KEYWORD_NODES[name], x, w)
+
+
+def test_a_call_numpy_refuses_is_refused_with_a_node_too():
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'a_max'"):
+        np.clip(A, 0.5, max=2.0)
+    with pytest.raises(TypeError):
+        grad(lambda m: np.sum(np.clip(A, 0.5, max=m)))(2.0)
