@@ -243,6 +243,8 @@ class Node:
     # -- NumPy's protocols -------------------------------------------------------------
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method == "__call__" and not kwargs:
+            return apply(ufunc, inputs)  # np.sin(x): the common call, first
         if kwargs.get("out") is not None:
             raise TypeError(
                 f"np.{ufunc.__name__}(..., out=...) would write the result into an array in "
