@@ -340,6 +340,41 @@ def _(a, new_shape):
     return np.reshape(np.tile(flat, -(-n // np.size(flat)))[:n], new_shape)
 
 
+# -- arrays filled from a few values: linspace, full_like ----------------------------------
+
+
+@implementation(np.linspace)
+def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+              device=None):  # fmt: skip
+    # NumPy's own steps: start + i * (stop - start) / div, the last point exactly stop
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    div = num - 1 if endpoint else num
+    delta = stop - start
+    inexact = np.result_type(start, stop, 1.0)
+    steps = np.reshape(np.arange(num, dtype=inexact), (-1,) + (1,) * np.ndim(delta))
+    step = delta / div if div > 0 else np.nan * delta
+    y = (steps * step if div > 0 else steps * delta) + start
+    if endpoint and num > 1:
+        last = np.broadcast_to(stop, np.shape(y)[1:])
+        y = np.concatenate([y[:-1], np.expand_dims(last, 0)])
+    y = np.moveaxis(y, 0, axis)
+    if dtype is not None and np.dtype(dtype).kind in "iu":
+        y = np.floor(y)  # as NumPy rounds to an integer dtype
+    if dtype is not None:
+        y = y.astype(dtype)
+    return (y, step) if retstep else y
+
+
+@implementation(np.full_like)
+def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    # a lends its shape and dtype only; the values are fill_value's, broadcast
+    shape = np.shape(a) if shape is None else shape
+    dtype = np.result_type(a) if dtype is None else dtype
+    return np.broadcast_to(fill_value, shape).astype(dtype)
+
+
 # -- reordering ------------------------------------------------------------------------
 
 

@@ -456,7 +456,27 @@ def bincount_draw(data):
     return index, data.draw(arrays((n,)))
 
 
+def linspace_draw(data):
+    shape = data.draw(st.sampled_from([(), (2,), (2, 3)]))
+    start, stop = data.draw(arrays(shape)), data.draw(arrays(shape))
+    return start, stop, data.draw(st.integers(0, 6)), data.draw(st.booleans()), data.draw(
+        st.sampled_from([0, -1])
+    )
+
+
+def full_like_draw(data):
+    x = array(data)
+    return x, data.draw(st.sampled_from([(), np.shape(x)[-1:]]).flatmap(arrays))
+
+
 IMPLEMENTED = [
+    Case(
+        np.linspace,
+        linspace_draw,
+        fn=lambda a, b, num, endpoint, axis: np.linspace(a, b, num, endpoint, axis=axis),
+        argnums=(0, 1),
+    ),
+    Case(np.full_like, full_like_draw, argnums=(0, 1)),
     Case(np.atleast_1d, stackable(0), fn=atleast(np.atleast_1d), argnums=(0, 1)),
     Case(np.atleast_2d, stackable(0), fn=atleast(np.atleast_2d), argnums=(0, 1)),
     Case(np.atleast_3d, stackable(0), fn=atleast(np.atleast_3d), argnums=(0, 1)),
@@ -781,3 +801,56 @@ def test_histogram_weights_are_refused_rather_than_given_zero_gradient():
         grad(lambda w: np.sum(np.histogram(np.arange(3.0), weights=w)[0]))(np.ones(3))
     (g,) = grad(lambda x: np.sum(np.histogram(x, bins=2)[0] * 1.0) + np.sum(x))(np.arange(3.0))
     np.testing.assert_array_equal(g, np.ones(3))
+
+
+# -- linspace and full_like: values made from a few -------------------------------------
+
+LINSPACE = [
+    ((0.3, 2.7), {}),
+    ((0.3, 2.7), {"num": 7, "endpoint": False}),
+    ((0.3, 2.7), {"num": 1}),
+    ((0.3, 2.7), {"num": 0}),
+    ((np.array([0.0, 1.0]), np.array([2.0, 5.0])), {"num": 4, "axis": 1}),
+    ((np.array([0.0, 1.0]), 3.0), {"num": 5, "axis": -1}),
+    ((1.0, 11.0), {"num": 5, "dtype": int}),
+    ((np.float32(0.5), np.float32(2.0)), {"num": 4}),
+    ((2.0, 2.0), {"num": 3}),
+]
+
+
+@pytest.mark.parametrize("ends, kwargs", LINSPACE)
+def test_linspace_of_nodes_has_numpys_values_exactly(ends, kwargs):
+    t = Tape()
+    got = np.linspace(*(Leaf(t, e) for e in ends), **kwargs)
+    got = getattr(got, "value", got)  # an integer dtype has no gradient: a plain array
+    want = np.linspace(*ends, **kwargs)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("endpoint", [True, False])
+@pytest.mark.parametrize("axis", [0, 1])
+def test_linspace_gradient_of_both_ends(endpoint, axis):
+    start, stop = np.array([0.0, 1.0, 2.0]), np.array([1.5, -1.0, 3.0])
+    w = np.random.default_rng(5).standard_normal((5, 3) if axis == 0 else (3, 5))
+
+    def f(start, stop):
+        return np.sum(np.sin(np.linspace(start, stop, 5, endpoint=endpoint, axis=axis)) * w)
+
+    for i, g in enumerate(grad(f)(start, stop)):
+        np.testing.assert_allclose(g, numeric_grad(f, (start, stop), i), rtol=1e-6, atol=1e-9)
+    y, step = np.linspace(Leaf(Tape(), 0.0), 2.0, 5, retstep=True)
+    assert step.value == np.linspace(0.0, 2.0, 5, retstep=True)[1]
+
+
+def test_full_like_differentiates_the_fill_value_only():
+    x = np.array([0.5, -1.0, 2.0])
+
+    def f(x, v):
+        return np.sum(np.full_like(x, v, shape=(2, 3)) * x**2)
+
+    gx, gv = grad(f)(x, np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(gx, numeric_grad(f, (x, np.array([1.0, 2.0, 3.0])), 0), rtol=1e-6)
+    np.testing.assert_allclose(gv, 2 * x**2, rtol=1e-12)  # d/dv of sum over 2 rows of v x^2
+    filled = np.full_like(Leaf(Tape(), x), 3.0)  # x lends its shape: a plain array
+    assert type(filled) is np.ndarray and filled.tolist() == [3.0, 3.0, 3.0]
