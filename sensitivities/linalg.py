@@ -88,12 +88,22 @@ def _diag_embed(v):
     return np.expand_dims(v, -1) * _eye_like(v)
 
 
+def _mH(a):
+    """The conjugate transpose: the transpose of a real array."""
+    return np.conjugate(_mT(a)) if np.iscomplexobj(a) else _mT(a)
+
+
+def _conj(a):
+    return np.conjugate(a) if np.iscomplexobj(a) else a
+
+
 def _fold(h, lower=True):
-    """The gradient with respect to a symmetric input, from the gradient ``h`` at it: its
-    symmetric part, as JAX, PyTorch, TensorFlow and autograd give. NumPy reads one
-    triangle (``lower``), but the input stands for the symmetric matrix, so both triangles
-    share the gradient; through ``B @ B.T`` the result is the same either way."""
-    return (h + _mT(h)) / 2
+    """The gradient with respect to a symmetric (Hermitian) input, from the gradient ``h``
+    at it: its symmetric (Hermitian) part, as JAX, PyTorch, TensorFlow and autograd give.
+    NumPy reads one triangle (``lower``), but the input stands for the symmetric matrix,
+    so both triangles share the gradient; through ``B @ B.T`` the result is the same
+    either way."""
+    return (h + _mH(h)) / 2
 
 
 def _inverse_gaps(w):
@@ -571,23 +581,23 @@ _QRResult = _result_type(np.linalg.qr, np.eye(1))
 _SlogdetResult = _result_type(np.linalg.slogdet, np.eye(1))
 
 
-# cholesky (Murray 2016): with L^-1 dA L^-T = Phi^-1(L^-1 dL), Phi taking the lower triangle
-# with a halved diagonal, the adjoint at the symmetric matrix is L^-T Phi(L' Lbar) L^-1.
+# cholesky (Murray 2016): with L^-1 dA L^-H = Phi^-1(L^-1 dL), Phi taking the lower triangle
+# with a halved diagonal, the adjoint at the Hermitian matrix is L^-T Phi(L^T Lbar) conj(L^-1)
+# (for real matrices L^-T Phi(L' Lbar) L^-1).
 
 
 def _cholesky_adjoint(factor, factor_bar, lower):
-    """The adjoint of a Cholesky factor (lower L, or upper U = L') with respect to the
-    symmetric input."""
-    low, lowbar = (factor, factor_bar) if lower else (_mT(factor), _mT(factor_bar))
+    """The adjoint of a Cholesky factor (lower L, or upper U = L^H) with respect to the
+    symmetric (Hermitian) input."""
+    low, lowbar = (factor, factor_bar) if lower else (_mH(factor), _mH(factor_bar))
     phi = np.tril(np.matmul(_mT(low), lowbar))
     phi = phi - 0.5 * _diag_embed(_diagonal(phi))
     inv = np.linalg.inv(low)
-    return _fold(np.matmul(_mT(inv), np.matmul(phi, inv)), lower=lower)
+    return _fold(np.matmul(_mT(inv), np.matmul(phi, _conj(inv))), lower=lower)
 
 
 @sensitivity(np.linalg.cholesky, 0)
 def _(y, ybar, a, upper=False):
-    _real_only("cholesky", a)
     if type(y).__module__.startswith("dask"):
         # Dask's cholesky returns the upper factor where NumPy's returns the lower one
         raise NotImplementedError(
@@ -597,14 +607,16 @@ def _(y, ybar, a, upper=False):
     return _cholesky_adjoint(y, ybar, not upper)
 
 
-# eigh: dw = diag(V' dA V), dV = V (F o V' dA V) with F_ij = 1 / (w_j - w_i)
+# eigh: dw = diag(V^H dA V), dV = V (F o V^H dA V) with F_ij = 1 / (w_j - w_i); the
+# adjoint is conj(V) (diag(wbar) + F o V^T Vbar) V^T (for real matrices V (...) V')
 
 
 def _eigh_adjoint(w, v, wbar, vbar, uplo):
+    w, wbar = np.real(w), np.real(wbar)  # real eigenvalues, even packed beside complex V
     inner = _diag_embed(wbar)
     if vbar is not None:
         inner = inner + _inverse_gaps(w) * np.matmul(_mT(v), vbar)
-    return _fold(np.matmul(v, np.matmul(inner, _mT(v))), lower=uplo.upper() == "L")
+    return _fold(np.matmul(_conj(v), np.matmul(inner, _mT(v))), lower=uplo.upper() == "L")
 
 
 @primitive
@@ -616,7 +628,6 @@ def eigh_packed(a, UPLO="L"):
 
 @sensitivity(eigh_packed, 0)
 def _(y, ybar, a, UPLO="L"):
-    _real_only("eigh", a)
     n = np.shape(a)[-1]
     (w, v), (wbar, vbar) = _unpack(y, [(n,), (n, n)]), _unpack(ybar, [(n,), (n, n)])
     return _eigh_adjoint(w, v, wbar, vbar, UPLO)
@@ -631,7 +642,6 @@ def _eigh(a, UPLO="L"):
 
 @sensitivity(np.linalg.eigvalsh, 0)
 def _(y, ybar, a, UPLO="L"):
-    _real_only("eigvalsh", a)
     return _eigh_adjoint(y, np.linalg.eigh(a, UPLO)[1], ybar, None, UPLO)
 
 

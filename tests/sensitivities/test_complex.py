@@ -165,6 +165,34 @@ def test_slogdet_of_a_complex_matrix(f):
     check_complex_grads(f, z)
 
 
+def _hermitian(b):
+    """A Hermitian positive definite matrix (and batch) from any complex b."""
+    return b @ np.conj(np.swapaxes(b, -1, -2)) + 3 * np.eye(b.shape[-1])
+
+
+_R = np.random.default_rng(13)
+_WEIGHTS = _R.standard_normal((2, 3, 3)) + 1j * _R.standard_normal((2, 3, 3))
+_REAL_WEIGHTS = _R.standard_normal((2, 3, 3))
+
+# losses that do not depend on the phase of each eigenvector: |V|^2 and eigenvalues
+HERMITIAN = {
+    "eigvalsh": lambda b: np.sum(np.linalg.eigvalsh(_hermitian(b)) * _REAL_WEIGHTS[..., 0]),
+    "eigh": lambda b: np.sum(np.linalg.eigh(_hermitian(b))[0] * _REAL_WEIGHTS[..., 1])
+    + np.sum(np.abs(np.linalg.eigh(_hermitian(b))[1]) ** 2 * _REAL_WEIGHTS),
+    "eigh_upper": lambda b: np.sum(np.abs(np.linalg.eigh(_hermitian(b), UPLO="U")[1]) ** 2),
+    "cholesky": lambda b: np.real(np.sum(np.linalg.cholesky(_hermitian(b)) * _WEIGHTS)),
+    "cholesky_upper": lambda b: np.real(
+        np.sum(np.linalg.cholesky(_hermitian(b), upper=True) * _WEIGHTS)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HERMITIAN))
+def test_decompositions_of_hermitian_matrices(name):
+    b = _R.standard_normal((2, 3, 3)) + 1j * _R.standard_normal((2, 3, 3))
+    check_complex_grads(HERMITIAN[name], b)
+
+
 def test_absolute_of_zero_has_gradient_zero():
     assert grad(lambda z: np.abs(z))(0j) == (0j,)
 
