@@ -711,9 +711,9 @@ if hasattr(np.linalg, "svdvals"):
 
     @sensitivity(np.linalg.svdvals, 0)
     def _(y, ybar, x):
-        _real_only("svdvals", x)
+        # ds_i = Re(u_i^H dA v_i): the adjoint conj(U diag(sbar) Vh) (U diag(sbar) Vh if real)
         u, s, vh = np.linalg.svd(x, full_matrices=False)
-        return np.matmul(u * np.expand_dims(ybar, -2), vh)
+        return _conj(np.matmul(u * np.expand_dims(np.real(ybar), -2), vh))
 
 
 # qr (Walter & Lehmann 2018; Liao et al. 2019 for wide matrices): for m >= n,

@@ -140,6 +140,7 @@ COMPLEX_TO_REAL = {
     "nanvar": np.nanvar, "nanstd": np.nanstd,
     "norm_fro": lambda z: np.linalg.norm(z, "fro"), "norm_nuc": lambda z: np.linalg.norm(z, "nuc"),
     "norm_2": lambda z: np.linalg.norm(z, 2), "norm_minus_2": lambda z: np.linalg.norm(z, -2),
+    "svd_values": lambda z: np.linalg.svd(z, compute_uv=False) * np.array([1.0, -0.4]),
 }  # fmt: skip
 
 
