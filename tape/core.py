@@ -858,7 +858,7 @@ def _apply_placing_keywords(f: Any, args: tuple, kwargs: dict) -> Any:
     if f is np.clip and len(args) == 1 and not {"a_min", "a_max"} & kwargs.keys():
         # NumPy 2's keyword-only spelling np.clip(x, min=..., max=...), either one optional
         kwargs["a_min"], kwargs["a_max"] = kwargs.pop("min", None), kwargs.pop("max", None)
-    places = {p.name: i for i, p in enumerate(params)}
+    places = {p.name: i for i, p in enumerate(params) if p.kind == p.POSITIONAL_OR_KEYWORD}
     held = [k for k, v in kwargs.items() if innermost_tape((v,)) is not None]
     if not all(k in places and places[k] >= len(args) for k in held):
         raise _keyword_node(f, kwargs)
