@@ -29,9 +29,11 @@ Conventions:
 - ``svd`` with vectors needs ``full_matrices=False`` for non-square input (the extra
   columns are not determined by the input); ``qr`` supports the modes ``reduced``, ``r``,
   and ``complete`` where it equals ``reduced``.
-- ``inv``, ``det`` and ``solve`` take complex input (holomorphic, as the products); the
-  factorisations and ``pinv``, ``lstsq`` are real: complex input is refused in the reverse
-  pass rather than given a wrong gradient.
+- ``inv``, ``det`` and ``solve`` take complex input (holomorphic, as the products), and so
+  do ``slogdet``, ``pinv``, ``lstsq``, the singular values, and ``cholesky``, ``eigh`` and
+  ``eigvalsh`` of Hermitian matrices (whose gradient is the Hermitian part, as JAX's);
+  ``svd`` with vectors, ``qr`` and ``pinv(..., hermitian=True)`` are real: complex input
+  is refused in the reverse pass rather than given a wrong gradient.
 - Functions returning several arrays (``eigh``, ``svd``, ``qr``, ``slogdet``, ``lstsq``)
   are implementations over one primitive that returns the results packed in one array,
   unpacked by indexing: one factorisation per call, and each result a node.
@@ -532,18 +534,19 @@ sensitivity(np.linalg.solve, 1)(lambda y, ybar, a, b, pre: pre)
 
 def _pinv_adjoint(a, x, xbar):
     """The adjoint of ``x = pinv(a)``, for a matrix of constant rank (Golub & Pereyra):
-    ``-x' xbar x' + (I - a x) xbar' x x' + x' x xbar' (I - x a)``, with ' transposes."""
-    xT, xbarT = _mT(x), _mT(xbar)
-    g = -np.matmul(xT, np.matmul(xbar, xT))
-    g = g + np.matmul(xbarT - np.matmul(a, np.matmul(x, xbarT)), np.matmul(x, xT))
-    return g + np.matmul(np.matmul(xT, x), xbarT - np.matmul(np.matmul(xbarT, x), a))
+    ``-x^T xbar x^T + conj((I - a x) xbar^T x x^H + x^H x xbar^T (I - x a))``; the two
+    terms in conj come from the dA^H in dx, and for real matrices every ^H is a ^T."""
+    xT, xH, xbarT = _mT(x), _mH(x), _mT(xbar)
+    g = np.matmul(xbarT - np.matmul(a, np.matmul(x, xbarT)), np.matmul(x, xH))
+    g = g + np.matmul(np.matmul(xH, x), xbarT - np.matmul(np.matmul(xbarT, x), a))
+    return _conj(g) - np.matmul(xT, np.matmul(xbar, xT))
 
 
 @sensitivity(np.linalg.pinv, 0)
 def _(y, ybar, a, rcond=None, hermitian=False, **kwargs):
-    _real_only("pinv", a)
     if not hermitian:
         return _pinv_adjoint(a, y, ybar)
+    _real_only("pinv(..., hermitian=True)", a)
     # NumPy reads the lower triangle: the pseudo-inverse is that of the symmetric matrix
     return _fold(_pinv_adjoint(np.tril(a) + _mT(np.tril(a, -1)), y, ybar))
 
@@ -815,7 +818,6 @@ def _(y, ybar, a, b, rcond=None):
 
 @sensitivity(lstsq_solution, 0)
 def _(y, ybar, a, b, rcond=None, *, pre):
-    _real_only("lstsq", a, b)
     if np.ndim(b) == 1:
         xbar = np.expand_dims(ybar, -1) * np.expand_dims(b, -2)
     else:
@@ -837,7 +839,8 @@ def _lstsq(a, b, rcond=None):
     rank = np.sum(s > cutoff)
     if rank == n and m > n:
         r = b - np.matmul(a, x)
-        residuals = np.sum(r * r, axis=0) if np.ndim(b) == 2 else np.reshape(np.sum(r * r), (1,))
+        r2 = np.real(r * np.conjugate(r)) if np.iscomplexobj(r) else r * r  # |r|^2, as NumPy's
+        residuals = np.sum(r2, axis=0) if np.ndim(b) == 2 else np.reshape(np.sum(r2), (1,))
     else:
         residuals = np.zeros((0,), dtype=np.result_type(a))
     return x, residuals, rank, s

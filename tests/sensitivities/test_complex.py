@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tape import grad
+from tape import Leaf, Tape, grad
 from tests.fd import numeric_grad
 from tests.strategies import SHAPES, arrays, broadcastable
 
@@ -186,6 +186,27 @@ HERMITIAN = {
         np.sum(np.linalg.cholesky(_hermitian(b), upper=True) * _WEIGHTS)
     ),
 }
+
+
+@pytest.mark.parametrize("shapes", [((3, 2), (2, 3)), ((2, 3), (3, 2)), ((2, 3, 2), (2, 2, 3))])
+def test_pinv_of_a_complex_matrix(shapes):
+    z = _R.standard_normal(shapes[0]) + 1j * _R.standard_normal(shapes[0])
+    w = _R.standard_normal(shapes[1]) + 1j * _R.standard_normal(shapes[1])
+    check_complex_grads(lambda z: np.real(np.sum(np.linalg.pinv(z) * w)), z)
+
+
+@pytest.mark.parametrize("b_shape", [(4,), (4, 3)])
+def test_lstsq_of_complex_arrays(b_shape):
+    a = _R.standard_normal((4, 2)) + 1j * _R.standard_normal((4, 2))
+    b = _R.standard_normal(b_shape) + 1j * _R.standard_normal(b_shape)
+
+    def f(a, b):
+        solution, residuals, _, _ = np.linalg.lstsq(a, b)
+        return np.real(np.sum(solution * (0.3 - 1.1j))) + np.sum(residuals)
+
+    check_complex_grads(f, a, b, argnums=(0, 1))
+    got = np.linalg.lstsq(Leaf(Tape(), a), b)[1].value
+    np.testing.assert_allclose(got, np.linalg.lstsq(a, b)[1], rtol=1e-12)  # |r|^2 summed
 
 
 @pytest.mark.parametrize("name", sorted(HERMITIAN))
