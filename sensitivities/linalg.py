@@ -30,9 +30,9 @@ Conventions:
   columns are not determined by the input); ``qr`` supports the modes ``reduced``, ``r``,
   and ``complete`` where it equals ``reduced``.
 - ``inv``, ``det`` and ``solve`` take complex input (holomorphic, as the products), and so
-  do ``slogdet``, ``pinv``, ``lstsq``, the singular values, and ``cholesky``, ``eigh`` and
-  ``eigvalsh`` of Hermitian matrices (whose gradient is the Hermitian part, as JAX's);
-  ``svd`` with vectors, ``qr`` and ``pinv(..., hermitian=True)`` are real: complex input
+  do ``slogdet``, ``pinv``, ``lstsq``, ``qr``, the singular values, and ``cholesky``,
+  ``eigh`` and ``eigvalsh`` of Hermitian matrices (whose gradient is the Hermitian part, as
+  JAX's). ``svd`` with vectors and ``pinv(..., hermitian=True)`` are real: complex input
   is refused in the reverse pass rather than given a wrong gradient.
 - Functions returning several arrays (``eigh``, ``svd``, ``qr``, ``slogdet``, ``lstsq``)
   are implementations over one primitive that returns the results packed in one array,
@@ -725,12 +725,15 @@ if hasattr(np.linalg, "svdvals"):
 
 
 def _copyltu(m):
-    return np.tril(m) + _mT(np.tril(m, -1))
+    """The Hermitian (symmetric) matrix with ``m``'s lower triangle: a real diagonal."""
+    low, diagonal = np.tril(m, -1), _diagonal(m)
+    return low + _mH(low) + _diag_embed(np.real(diagonal) if np.iscomplexobj(m) else diagonal)
 
 
 def _qr_square_adjoint(q, r, qbar, rbar):
+    # for complex matrices, as the real formula with conj(Q) in Q's place: Q^H Q = I
     m = np.matmul(r, _mT(rbar)) - np.matmul(_mT(qbar), q)
-    b = qbar + np.matmul(q, _copyltu(m))
+    b = qbar + _conj(np.matmul(q, _copyltu(m)))
     return _mT(np.linalg.solve(r, _mT(b)))  # b R^-T
 
 
@@ -749,16 +752,16 @@ def _qr_shapes(a):
 
 @sensitivity(qr_packed, 0)
 def _(y, ybar, a):
-    _real_only("qr", a)
     (q, r), (qbar, rbar) = _unpack(y, _qr_shapes(a)), _unpack(ybar, _qr_shapes(a))
     m, n = np.shape(a)[-2:]
     if m >= n:
         return _qr_square_adjoint(q, r, qbar, rbar)
     # [X | Y] = A: Xbar from the square factorisation, Ybar = Q Vbar; joined by products
-    # with constant selections instead of a concatenation
+    # with constant selections instead of a concatenation (conj(Q), conj(Y) if complex)
     first, rest = _eye_like(a, n)[:m], _eye_like(a, n)[m:]
-    ybar_part = np.matmul(q, np.matmul(rbar, _mT(rest)))
-    qbar = qbar + np.matmul(np.matmul(a, _mT(rest)), _mT(np.matmul(rbar, _mT(rest))))
+    vbar = np.matmul(rbar, _mT(rest))
+    ybar_part = np.matmul(_conj(q), vbar)
+    qbar = qbar + np.matmul(_conj(np.matmul(a, _mT(rest))), _mH(vbar))
     xbar = _qr_square_adjoint(q, np.matmul(r, _mT(first)), qbar, np.matmul(rbar, _mT(first)))
     return np.matmul(xbar, first) + np.matmul(ybar_part, rest)
 

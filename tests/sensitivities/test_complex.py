@@ -195,6 +195,22 @@ def test_pinv_of_a_complex_matrix(shapes):
     check_complex_grads(lambda z: np.real(np.sum(np.linalg.pinv(z) * w)), z)
 
 
+@pytest.mark.parametrize("shape", [(3, 2), (3, 3), (2, 4), (2, 3, 2)])
+def test_qr_of_a_complex_matrix(shape):
+    # NumPy's complex R has a real diagonal, so Q and R are unique: any loss will do
+    z = _R.standard_normal(shape) + 1j * _R.standard_normal(shape)
+    k = min(shape[-2:])
+    wq = _R.standard_normal(shape[:-1] + (k,)) + 1j * _R.standard_normal(shape[:-1] + (k,))
+    wr_shape = shape[:-2] + (k, shape[-1])
+    wr = _R.standard_normal(wr_shape) + 1j * _R.standard_normal(wr_shape)
+
+    def f(z):
+        q, r = np.linalg.qr(z)
+        return np.real(np.sum(q * wq)) + np.real(np.sum(r * wr))
+
+    check_complex_grads(f, z)
+
+
 @pytest.mark.parametrize("b_shape", [(4,), (4, 3)])
 def test_lstsq_of_complex_arrays(b_shape):
     a = _R.standard_normal((4, 2)) + 1j * _R.standard_normal((4, 2))
