@@ -32,8 +32,9 @@ Conventions:
 - ``inv``, ``det`` and ``solve`` take complex input (holomorphic, as the products), and so
   do ``slogdet``, ``pinv``, ``lstsq``, ``qr``, the singular values, and ``cholesky``,
   ``eigh`` and ``eigvalsh`` of Hermitian matrices (whose gradient is the Hermitian part, as
-  JAX's). ``svd`` with vectors and ``pinv(..., hermitian=True)`` are real: complex input
-  is refused in the reverse pass rather than given a wrong gradient.
+  JAX's), and ``svd`` (for losses that do not depend on the phases of the singular
+  vectors). ``svd`` and ``pinv`` with ``hermitian=True`` are real: complex input is
+  refused in the reverse pass rather than given a wrong gradient.
 - Functions returning several arrays (``eigh``, ``svd``, ``qr``, ``slogdet``, ``lstsq``)
   are implementations over one primitive that returns the results packed in one array,
   unpacked by indexing: one factorisation per call, and each result a node.
@@ -651,23 +652,30 @@ def _(y, ybar, a, UPLO="L"):
 # svd (Townsend 2016), with S = diag(s), F_ij = 1 / (s_j^2 - s_i^2):
 # Abar = U [(F o (U'Ubar - Ubar'U)) S + diag(sbar) + S (F o (V'Vbar - Vbar'V))] V'
 #        + (I - UU') Ubar S^-1 V' + U S^-1 Vbar' (I - VV')
+# For complex matrices the same in the conjugated adjoints G = conj(bar), with ^H for ',
+# one more diagonal term i Im(diag(U^H G_U)) / s, and the result conjugated back. As for
+# eigh, it is meaningful for losses invariant under u_i, v_i -> e^{it} u_i, e^{it} v_i.
 
 
 def _svd_adjoint(u, s, vh, ubar, sbar, vhbar):
-    v, vbar = _mT(vh), _mT(vhbar)
+    s = np.real(s)  # real singular values, even packed beside complex U and V
+    gu, gvh = _conj(ubar), _conj(vhbar)
+    v, gv = _mH(vh), _mH(gvh)
     f = _inverse_gaps(s * s)
-    uu, vv = np.matmul(_mT(u), ubar), np.matmul(vh, vbar)
-    inner = (f * (uu - _mT(uu))) * np.expand_dims(s, -2) + _diag_embed(sbar)
-    inner = inner + np.expand_dims(s, -1) * (f * (vv - _mT(vv)))
+    uu, vv = np.matmul(_mH(u), gu), np.matmul(vh, gv)
+    inner = (f * (uu - _mH(uu))) * np.expand_dims(s, -2) + _diag_embed(np.real(sbar))
+    inner = inner + np.expand_dims(s, -1) * (f * (vv - _mH(vv)))
+    if np.iscomplexobj(uu):
+        inner = inner + _diag_embed(1j * np.imag(_diagonal(uu)) / s)
     g = np.matmul(u, np.matmul(inner, vh))
     m, n, k = np.shape(u)[-2], np.shape(vh)[-1], np.shape(s)[-1]
     if m > k:  # the part of ubar outside the column space of u
-        ubar_s = ubar / np.expand_dims(s, -2)
-        g = g + np.matmul(ubar_s - np.matmul(u, np.matmul(_mT(u), ubar_s)), vh)
+        gu_s = gu / np.expand_dims(s, -2)
+        g = g + np.matmul(gu_s - np.matmul(u, np.matmul(_mH(u), gu_s)), vh)
     if n > k:
-        vbar_s = vbar / np.expand_dims(s, -2)
-        g = g + np.matmul(u, _mT(vbar_s - np.matmul(v, np.matmul(vh, vbar_s))))
-    return g
+        gv_s = gv / np.expand_dims(s, -2)
+        g = g + np.matmul(u, _mH(gv_s - np.matmul(v, np.matmul(vh, gv_s))))
+    return _conj(g)
 
 
 @primitive
@@ -685,7 +693,8 @@ def _svd_shapes(a):
 
 @sensitivity(svd_packed, 0)
 def _(y, ybar, a, hermitian=False):
-    _real_only("svd", a)
+    if hermitian:
+        _real_only("svd(..., hermitian=True)", a)
     shapes = _svd_shapes(a)
     g = _svd_adjoint(*_unpack(y, shapes), *_unpack(ybar, shapes))
     return _fold(g) if hermitian else g

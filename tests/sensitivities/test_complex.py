@@ -211,6 +211,25 @@ def test_qr_of_a_complex_matrix(shape):
     check_complex_grads(f, z)
 
 
+@pytest.mark.parametrize("shape", [(3, 2), (2, 3), (3, 3), (2, 3, 2)])
+def test_svd_of_a_complex_matrix(shape):
+    # losses that do not depend on the phase of each pair u_i, v_i: |U|^2, |Vh|^2, s and
+    # u_i^H B v_i (v_i = conj(vh[i]))
+    z = _R.standard_normal(shape) + 1j * _R.standard_normal(shape)
+    k = min(shape[-2:])
+    b = _R.standard_normal(shape) + 1j * _R.standard_normal(shape)
+    wu, wv = _R.standard_normal(shape[:-1] + (k,)), _R.standard_normal(shape[:-2] + (k, shape[-1]))
+    c = _R.standard_normal(k)
+
+    def f(z):
+        u, s, vh = np.linalg.svd(z, full_matrices=False)
+        t = np.einsum("...ki,...kl,...il->...i", np.conj(u), b, np.conj(vh))
+        phases = np.real(np.sum(t * (0.7 - 0.2j))) + np.imag(np.sum(t * c))
+        return phases + np.sum(np.abs(u) ** 2 * wu) + np.sum(np.abs(vh) ** 2 * wv) + np.sum(s * c)
+
+    check_complex_grads(f, z)
+
+
 @pytest.mark.parametrize("b_shape", [(4,), (4, 3)])
 def test_lstsq_of_complex_arrays(b_shape):
     a = _R.standard_normal((4, 2)) + 1j * _R.standard_normal((4, 2))
