@@ -150,10 +150,15 @@ def _correlate(a, v, mode="valid"):
 # -- interpolation ------------------------------------------------------------------------
 
 
+def _points(p):
+    """Sample points as NumPy reads them: a list becomes an array (indexed by arrays)."""
+    return np.asarray(p) if isinstance(p, (list, tuple)) else p
+
+
 def _interp_cell(x, xp):
     """For each ``x``: the interval ``[xp[i], xp[i + 1]]`` it falls in and its position
-    ``t`` there, clipped to the ends (plain arrays: ``xp`` is a constant)."""
-    xp = np.asarray(xp)
+    ``t`` there, clipped to the ends; the cell is a plain index, ``xp`` may be a node."""
+    xp = _points(xp)
     i = np.clip(np.searchsorted(xp, x, side="right") - 1, 0, max(len(xp) - 2, 0))
     return i, xp
 
@@ -176,16 +181,35 @@ def _(y, ybar, x, xp, fp, left=None, right=None, period=None):
     return scatter_add(template, i, weight * (1.0 - t)) + scatter_add(template, i + 1, weight * t)
 
 
+@sensitivity(np.interp, 1)
+def _(y, ybar, x, xp, fp, left=None, right=None, period=None):
+    # inside [xp[i], xp[i + 1]], y = fp[i] + slope (x - xp[i]): moving xp[i] moves y by
+    # slope (t - 1) and xp[i + 1] by -slope t; beyond the points y does not depend on xp
+    if period is not None:
+        raise NotImplementedError("the sensitivity of interp(..., period=...) is not implemented")
+    i, xp = _interp_cell(x, xp)
+    ybar = ybar * np.ones_like(y)
+    template = np.zeros(np.shape(xp), dtype=np.result_type(ybar, xp))
+    if len(xp) == 1:
+        return template
+    fp = _points(fp)
+    step = xp[i + 1] - xp[i]
+    t = (x - xp[i]) / step
+    inside = np.greater_equal(x, xp[0]) & np.less_equal(x, xp[-1])
+    g = np.where(inside, ybar * (fp[i + 1] - fp[i]) / step, 0.0)
+    return scatter_add(template, i, g * (t - 1.0)) + scatter_add(template, i + 1, -g * t)
+
+
 # left= and right= are the values below the first point and above the last (NumPy
 # ignores both under period=)
 @sensitivity(np.interp, 3)
 def _(y, ybar, x, xp, fp, left=None, right=None, period=None):
-    return np.where(np.less(x, np.asarray(xp)[0]) & (period is None), ybar, 0.0)
+    return np.where(np.less(x, _points(xp)[0]) & (period is None), ybar, 0.0)
 
 
 @sensitivity(np.interp, 4)
 def _(y, ybar, x, xp, fp, left=None, right=None, period=None):
-    return np.where(np.greater(x, np.asarray(xp)[-1]) & (period is None), ybar, 0.0)
+    return np.where(np.greater(x, _points(xp)[-1]) & (period is None), ybar, 0.0)
 
 
 @sensitivity(np.interp, 0)
@@ -195,8 +219,7 @@ def _(y, ybar, x, xp, fp, left=None, right=None, period=None):
     i, xp = _interp_cell(x, xp)
     if len(xp) == 1:
         return ybar * np.zeros_like(x)
-    if isinstance(fp, (list, tuple)):
-        fp = np.asarray(fp)  # the points as NumPy reads them: fp[i] indexes by array
+    fp = _points(fp)
     slope = (fp[i + 1] - fp[i]) / (xp[i + 1] - xp[i])
     inside = np.greater_equal(x, xp[0]) & np.less_equal(x, xp[-1])
     return ybar * np.where(inside, slope, 0.0)

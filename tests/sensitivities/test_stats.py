@@ -45,6 +45,7 @@ CASES = [
     Case(np.convolve, convolve_draw, argnums=(0, 1)),
     Case(np.interp, interp_draw(True), argnums=(2,), name="interp-fp"),
     Case(np.interp, interp_draw(False), argnums=(0,), name="interp-x"),
+    Case(np.interp, interp_draw(False), argnums=(1,), name="interp-xp"),
 ]
 
 test_stats_rules = rule_test(CASES)
