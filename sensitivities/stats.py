@@ -156,8 +156,8 @@ def _points(p):
 
 
 def _interp_cell(x, xp):
-    """For each ``x``: the interval ``[xp[i], xp[i + 1]]`` it falls in and its position
-    ``t`` there, clipped to the ends; the cell is a plain index, ``xp`` may be a node."""
+    """For each ``x``: the index ``i`` of the interval ``[xp[i], xp[i + 1]]`` it falls in,
+    clipped to the ends (a plain index; ``xp`` may be a node), and the points ``xp``."""
     xp = _points(xp)
     i = np.clip(np.searchsorted(xp, x, side="right") - 1, 0, max(len(xp) - 2, 0))
     return i, xp
