@@ -788,7 +788,7 @@ def _qr(a, mode="reduced"):
     return r if mode == "r" else _QRResult(q, r)
 
 
-# slogdet: the sign is a constant; d log|det A| = tr(A^-1 dA)
+# slogdet: d log|det A| = Re tr(A^-1 dA); the sign is a constant of a real A
 
 
 @primitive
