@@ -55,6 +55,31 @@ def tree_unflatten(treedef: Any, leaves: Sequence) -> Any:
     return info(children)
 
 
+def tree_leaves_like(tree: Any, treedef: Any) -> list | None:
+    """The leaves of ``tree`` in the order ``treedef`` gives them (a dict's entries by
+    key, whatever order ``tree`` lists them in), or None where ``tree`` has another
+    structure: how a tangent or cotangent is paired with the values it belongs to."""
+    if treedef is None:
+        return [tree]
+    (kind, info), defs = treedef
+    if kind == "dict":
+        keys = info[1]
+        if not isinstance(tree, dict) or len(tree) != len(keys) or any(k not in tree for k in keys):
+            return None
+        children = [tree[k] for k in keys]
+    elif isinstance(tree, (tuple, list)) and len(tree) == len(defs):
+        children = list(tree)
+    else:
+        return None
+    leaves: list = []
+    for child, (_, child_def) in zip(children, defs):
+        child_leaves = tree_leaves_like(child, child_def)
+        if child_leaves is None:
+            return None
+        leaves += child_leaves
+    return leaves
+
+
 # -- grad -------------------------------------------------------------------------------
 
 
@@ -168,7 +193,10 @@ def _normalise_argnums(argnums: Any, nargs: int, fname: str) -> tuple[tuple[int,
             raise ValueError(
                 f"argnums {n} is out of range: {fname} was called with {nargs} positional arguments"
             )
-    return tuple(n % nargs for n in nums), single
+    nums = tuple(n % nargs for n in nums)
+    if len(set(nums)) != len(nums):
+        raise ValueError(f"argnums {argnums} names an argument more than once")
+    return nums, single
 
 
 def record_inputs(f: Callable, tape: Tape, args: tuple, nums: tuple) -> tuple[list, dict]:

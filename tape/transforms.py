@@ -23,6 +23,7 @@ from .functional import (
     input_gradients,
     record_inputs,
     tree_flatten,
+    tree_leaves_like,
     tree_unflatten,
 )
 from .reverse import ReverseTape, propagate
@@ -127,8 +128,8 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple[Any, Any]:
     leaves, treedefs, tleaves = [], [], []
     for i, (x, t) in enumerate(zip(primals, tangents)):
         xl, xd = tree_flatten(x)
-        tl = [None] * len(xl) if t is None else tree_flatten(t)[0]
-        if len(tl) != len(xl):
+        tl = [None] * len(xl) if t is None else tree_leaves_like(t, xd)
+        if tl is None or len(tl) != len(xl):
             raise ValueError(f"the tangent of argument {i} does not have the primal's structure")
         for leaf, tangent in zip(xl, tl):
             if tangent is not None:
@@ -185,10 +186,11 @@ class _Pullback:
         self.tape.records.clear()
 
     def __call__(self, ybar: Any) -> tuple:
-        ybars, _ = tree_flatten(ybar)
-        if len(ybars) != len(self.outs):
+        ybars = tree_leaves_like(ybar, self.out_def)
+        if ybars is None:
             raise ValueError(
-                f"the cotangent has {len(ybars)} parts but the output has {len(self.outs)}"
+                f"the cotangent has {len(tree_flatten(ybar)[0])} parts but the output has "
+                f"{len(self.outs)}, or another structure: give one of the output's structure"
             )
         rtape = ReverseTape(self.tape)
         seeded = False
@@ -303,18 +305,27 @@ def _jacobian_rev(f, nums, args, kwargs):
     outs, out_def = tree_flatten(y)
     sizes = [int(np.size(o)) for o in outs]
     k = sum(sizes)
+    blocks = _identity_blocks(outs, k)
+    # A real input's gradient keeps Re(ybar J): for a complex output, the cotangents
+    # -i e_k give Im(J), pushed as k more directions of the same pass.
+    real_inputs = [not np.iscomplexobj(_plain(args[i])) for i in nums]
+    split = any(real_inputs) and any(np.iscomplexobj(o) for o in outs)
+    if split:
+        blocks = [np.concatenate([t, -1j * t]) for t in blocks]
     # The pullback is linear: pushing k cotangents through it as the k directions of one
     # forward pass (forward mode over the reverse pass) gives J^T for every output at once.
-    ftape = ForwardTape(k)
+    ftape = ForwardTape(2 * k if split else k)
     try:
         seeds = []
-        for t in _identity_blocks(outs, k):
+        for t in blocks:
             seeds.append(Leaf(ftape, np.zeros(np.shape(t)[1:], dtype=t.dtype)))
             ftape.seed(seeds[-1], t)
         jts = [ftape.tangent(g) for g in pullback(tree_unflatten(out_def, seeds))]
     finally:
         ftape.records.clear()
         ftape.tangents.clear()
+    if split:
+        jts = [jt[:k] + 1j * jt[k:] if real else jt[:k] for jt, real in zip(jts, real_inputs)]
     # jts[i] is (k, *x_i.shape), the directions of all outputs in turn: split per output
     jacs = [[] for _ in outs]
     for jt in jts:

@@ -139,6 +139,59 @@ def test_jacobian_rejects_bad_modes_and_containers():
         jacobian(lambda p: p[0] * p[1])((1.0, 2.0))
 
 
+def _complex_jacobian_by_differences(f, x, eps=1e-6):
+    """d f / d x for real x and complex f, one central difference per input element."""
+    columns = []
+    for i in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[i] = eps
+        columns.append((f(x + step) - f(x - step)) / (2 * eps))
+    return np.moveaxis(np.array(columns), 0, -1).reshape(np.shape(f(x)) + x.shape)
+
+
+REAL_TO_COMPLEX = {
+    "exp_ix": (lambda x: np.exp(1j * x) * x, (3,)),
+    "matrix": (lambda x: (x + 1j * x.T) @ x, (3, 3)),
+    "rfft": (np.fft.rfft, (4,)),
+}
+
+
+@pytest.mark.parametrize("name", REAL_TO_COMPLEX)
+@pytest.mark.parametrize("mode", ["fwd", "rev", "auto"])
+def test_jacobian_of_a_real_to_complex_function_keeps_the_imaginary_part(name, mode):
+    f, shape = REAL_TO_COMPLEX[name]
+    x = np.random.default_rng(6).standard_normal(shape)
+    got = jacobian(f, mode=mode)(x)
+    assert got.dtype == np.complex128
+    np.testing.assert_allclose(got, _complex_jacobian_by_differences(f, x), atol=1e-8)
+
+
+def test_tangents_and_cotangents_pair_with_dict_entries_by_key():
+    p = {"a": np.array([1.0, 2.0]), "b": np.array([0.5, -1.0])}
+    # the tangent lists its keys in the other order: paired by key, not by position
+    _, ydot = jvp(
+        lambda p: p["a"] * 2 + np.sin(p["b"]) * 10, (p,), ({"b": np.ones(2), "a": np.zeros(2)},)
+    )
+    np.testing.assert_allclose(ydot, 10 * np.cos(p["b"]))
+    _, pullback = vjp(lambda x: {"a": x, "b": 3 * x}, np.array([1.0, 2.0]))
+    np.testing.assert_allclose(pullback({"b": np.ones(2), "a": np.zeros(2)})[0], [3.0, 3.0])
+    v = {"b": np.array([1.0, 0.0]), "a": np.array([0.0, 0.0])}
+    hv = hvp(lambda p: np.sum(p["a"] ** 2 * p["b"] ** 3))(p, v)
+    np.testing.assert_allclose(hv["a"], 2 * p["a"] * 3 * p["b"] ** 2 * v["b"])
+    np.testing.assert_allclose(hv["b"], 6 * p["a"] ** 2 * p["b"] * v["b"])
+    with pytest.raises(ValueError, match="primal's structure"):
+        jvp(lambda p: p["a"], (p,), ({"c": np.ones(2), "a": np.zeros(2)},))
+    with pytest.raises(ValueError, match="another structure"):
+        pullback({"a": np.ones(2), "c": np.ones(2)})
+
+
+def test_an_argument_named_twice_in_argnums_is_refused():
+    with pytest.raises(ValueError, match="more than once"):
+        grad(lambda a, b: np.sum(a * b * a), argnums=(0, 0))(np.ones(2), np.ones(2))
+    with pytest.raises(ValueError, match="more than once"):
+        grad(lambda a, b: np.sum(a * b), argnums=(1, -1))(np.ones(2), np.ones(2))
+
+
 # -- Hessians of known functions ------------------------------------------------------------
 
 
