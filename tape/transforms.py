@@ -346,7 +346,9 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0, mode: str = "auto") 
     a single reverse pass (forward mode over the pullback, which is linear). ``"auto"``
     picks forward mode when the input has fewer elements than the output. An int
     ``argnums`` gives one Jacobian, a tuple a tuple of them; an output that is a tuple or
-    dict of arrays gives the same structure of Jacobians.
+    dict of arrays gives the same structure of Jacobians. For complex inputs it is the
+    Jacobian of a holomorphic function (both modes agree); a real-valued function of a
+    complex input has none, and its gradient is ``grad``'s (``∂f/∂x − i ∂f/∂y``).
 
     >>> import numpy as np
     >>> from tape import jacobian
