@@ -129,7 +129,7 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple[Any, Any]:
     for i, (x, t) in enumerate(zip(primals, tangents)):
         xl, xd = tree_flatten(x)
         tl = [None] * len(xl) if t is None else tree_leaves_like(t, xd)
-        if tl is None or len(tl) != len(xl):
+        if tl is None:
             raise ValueError(f"the tangent of argument {i} does not have the primal's structure")
         for leaf, tangent in zip(xl, tl):
             if tangent is not None:

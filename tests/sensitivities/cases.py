@@ -63,6 +63,42 @@ def rule_test(cases, max_examples=20):
     return test_matches_finite_differences
 
 
+def _plain(out):
+    if isinstance(out, (list, tuple)):
+        return [_plain(o) for o in out]
+    while hasattr(out, "tape") and hasattr(out, "value"):
+        out = out.value
+    return out
+
+
+def implementation_test(cases, max_examples=15, implemented=True, value_rtol=1e-6):
+    """A hypothesis test of functions defined for nodes by an implementation (or, with
+    ``implemented=False``, by NumPy's own Python code): the value on nodes is NumPy's
+    value on arrays, and the gradient matches central differences. A case's ``argnums``
+    of None means every float argument (None, strings and dicts pass through)."""
+    from sensitivities.registry import implementation_of
+
+    @pytest.mark.parametrize("case", cases, ids=[c.id for c in cases])
+    @settings(max_examples=max_examples, deadline=None)
+    @given(data=st.data())
+    def test_matches_numpy_and_finite_differences(case, data):
+        assert (implementation_of(case.registered) is not None) == implemented, case.id
+        args = tuple(case.draw(data))
+        argnums = case.argnums
+        if argnums is None:
+            argnums = tuple(i for i, a in enumerate(args) if isinstance(a, (np.ndarray, float)))
+        expected = case.call(*args)
+        t = Tape()
+        nodes = list(args)
+        for i in argnums:
+            nodes[i] = Leaf(t, args[i])
+        got = _plain(case.call(*nodes))
+        np.testing.assert_allclose(got, _plain(expected), rtol=value_rtol, atol=1e-12)
+        check_grads(case.call, *args, argnums=argnums, rtol=case.rtol, atol=case.atol)
+
+    return test_matches_numpy_and_finite_differences
+
+
 def draw_arrays(data, shapes, strategy):
     return tuple(data.draw(strategy(s)) for s in shapes)
 

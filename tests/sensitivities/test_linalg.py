@@ -4,14 +4,12 @@ invariant under the eigenvector and singular-vector gauge."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sensitivities import linalg
-from sensitivities.registry import implementation_of
 from tape import grad
 from tests.fd import check_grads, numeric_grad
-from tests.sensitivities.cases import Case, rule_test
+from tests.sensitivities.cases import Case, implementation_test, rule_test
 from tests.strategies import arrays
 
 dims = st.integers(1, 4)
@@ -362,102 +360,93 @@ def tensorsolve_draw(data):
     return a, data.draw(arrays((6,))), axes
 
 
+# (function, draw, what to differentiate, argnums: None for every float argument)
 IMPLEMENTED = [
-    # (function, draw, what to differentiate, argnums)
-    (np.vdot, lambda d: (d.draw(arrays((2, 3))), d.draw(arrays((3, 2)))), None, (0, 1)),
-    (np.inner, lambda d: (d.draw(arrays((2, 3))), d.draw(arrays((4, 3)))), None, (0, 1)),
-    (
-        np.inner,
-        lambda d: (
-            d.draw(
-                arrays(()),
+    Case(f, draw, fn=fn, argnums=argnums, rtol=1e-4)
+    for f, draw, fn, argnums in [
+        (np.vdot, lambda d: (d.draw(arrays((2, 3))), d.draw(arrays((3, 2)))), None, (0, 1)),
+        (np.inner, lambda d: (d.draw(arrays((2, 3))), d.draw(arrays((4, 3)))), None, (0, 1)),
+        (
+            np.inner,
+            lambda d: (
+                d.draw(
+                    arrays(()),
+                ),
+                d.draw(arrays((4, 3))),
             ),
-            d.draw(arrays((4, 3))),
+            None,
+            (0, 1),
         ),
-        None,
-        (0, 1),
-    ),
-    (np.outer, lambda d: (d.draw(arrays((2, 3))), d.draw(arrays((4,)))), None, (0, 1)),
-    (np.linalg.outer, lambda d: (d.draw(arrays((2,))), d.draw(arrays((4,)))), None, (0, 1)),
-    (np.kron, kron_draw, None, (0, 1)),
-    (np.linalg.cross, lambda d: (d.draw(arrays((2, 3))), d.draw(arrays((3,)))), None, (0, 1)),
-    (np.linalg.multi_dot, multi_dot_draw, lambda *a: np.linalg.multi_dot(list(a)), None),
-    (np.linalg.matrix_power, lambda d: (general(d), d.draw(st.integers(-3, 5))), None, (0,)),
-    (
-        np.linalg.tensorinv,
-        lambda d: d.draw(
-            st.sampled_from(
-                [(general(d, 6, ()).reshape(2, 3, 6), 2), (general(d, 6, ()).reshape(6, 2, 3), 1)]
-            )
+        (np.outer, lambda d: (d.draw(arrays((2, 3))), d.draw(arrays((4,)))), None, (0, 1)),
+        (np.linalg.outer, lambda d: (d.draw(arrays((2,))), d.draw(arrays((4,)))), None, (0, 1)),
+        (np.kron, kron_draw, None, (0, 1)),
+        (np.linalg.cross, lambda d: (d.draw(arrays((2, 3))), d.draw(arrays((3,)))), None, (0, 1)),
+        (np.linalg.multi_dot, multi_dot_draw, lambda *a: np.linalg.multi_dot(list(a)), None),
+        (np.linalg.matrix_power, lambda d: (general(d), d.draw(st.integers(-3, 5))), None, (0,)),
+        (
+            np.linalg.tensorinv,
+            lambda d: d.draw(
+                st.sampled_from(
+                    [
+                        (general(d, 6, ()).reshape(2, 3, 6), 2),
+                        (general(d, 6, ()).reshape(6, 2, 3), 1),
+                    ]
+                )
+            ),
+            None,
+            (0,),
+        ),  # fmt: skip
+        (np.linalg.tensorsolve, tensorsolve_draw, None, (0, 1)),
+        (
+            np.linalg.cond,
+            lambda d: (
+                separated(d) + 0.7,
+                d.draw(st.sampled_from([None, 2, -2, 1, "fro", np.inf])),
+            ),
+            None,
+            (0,),
+        ),  # fmt: skip
+        (
+            np.linalg.vector_norm,
+            lambda d: (
+                d.draw(arrays((2, 3, 4), 0.5, 2.0)) + np.arange(24.0).reshape(2, 3, 4),
+                d.draw(st.sampled_from([None, 0, -1, (0, 2), (1, 0)])),
+                d.draw(st.booleans()),
+                d.draw(st.sampled_from([1, 2, 3, np.inf])),
+            ),
+            lambda x, axis, keepdims, ord: np.linalg.vector_norm(
+                x, axis=axis, keepdims=keepdims, ord=ord
+            ),
+            (0,),
+        ),  # fmt: skip
+        (
+            np.linalg.matrix_norm,
+            lambda d: (
+                separated(d) + 0.7,
+                d.draw(st.booleans()),
+                d.draw(st.sampled_from(["fro", "nuc", 2, 1])),
+            ),
+            lambda x, keepdims, ord: np.linalg.matrix_norm(x, keepdims=keepdims, ord=ord),
+            (0,),
         ),
-        None,
-        (0,),
-    ),  # fmt: skip
-    (np.linalg.tensorsolve, tensorsolve_draw, None, (0, 1)),
-    (
-        np.linalg.cond,
-        lambda d: (separated(d) + 0.7, d.draw(st.sampled_from([None, 2, -2, 1, "fro", np.inf]))),
-        None,
-        (0,),
-    ),  # fmt: skip
-    (
-        np.linalg.vector_norm,
-        lambda d: (
-            d.draw(arrays((2, 3, 4), 0.5, 2.0)) + np.arange(24.0).reshape(2, 3, 4),
-            d.draw(st.sampled_from([None, 0, -1, (0, 2), (1, 0)])),
-            d.draw(st.booleans()),
-            d.draw(st.sampled_from([1, 2, 3, np.inf])),
+        (
+            np.linalg.eigh,
+            lambda d: (separated(d), "L"),
+            lambda a, uplo: eigh_loss(sym(a), uplo),
+            (0,),
         ),
-        lambda x, axis, keepdims, ord: np.linalg.vector_norm(
-            x, axis=axis, keepdims=keepdims, ord=ord
+        (np.linalg.svd, rectangular, svd_loss, (0,)),
+        (
+            np.linalg.qr,
+            lambda d: (separated(d, d.draw(dims), d.draw(dims)), "reduced"),
+            qr_loss,
+            (0,),
         ),
-        (0,),
-    ),  # fmt: skip
-    (
-        np.linalg.matrix_norm,
-        lambda d: (
-            separated(d) + 0.7,
-            d.draw(st.booleans()),
-            d.draw(st.sampled_from(["fro", "nuc", 2, 1])),
-        ),
-        lambda x, keepdims, ord: np.linalg.matrix_norm(x, keepdims=keepdims, ord=ord),
-        (0,),
-    ),
-    (np.linalg.eigh, lambda d: (separated(d), "L"), lambda a, uplo: eigh_loss(sym(a), uplo), (0,)),
-    (np.linalg.svd, rectangular, svd_loss, (0,)),
-    (np.linalg.qr, lambda d: (separated(d, d.draw(dims), d.draw(dims)), "reduced"), qr_loss, (0,)),
-    (np.linalg.slogdet, lambda d: (general(d),), slogdet_loss, (0,)),
-    (np.linalg.lstsq, lstsq_draw, lambda a, b: np.linalg.lstsq(a, b)[1], (0, 1)),
+        (np.linalg.slogdet, lambda d: (general(d),), slogdet_loss, (0,)),
+        (np.linalg.lstsq, lstsq_draw, lambda a, b: np.linalg.lstsq(a, b)[1], (0, 1)),
+    ]
 ]
-IDS = [f"{f.__name__}-{i}" for i, (f, *_) in enumerate(IMPLEMENTED)]
-
-
-@pytest.mark.parametrize("f, draw, fn, argnums", IMPLEMENTED, ids=IDS)
-@settings(max_examples=15, deadline=None)
-@given(data=st.data())
-def test_implementations_match_finite_differences(f, draw, fn, argnums, data):
-    assert implementation_of(f) is not None
-    args = draw(data)
-    fn = fn or f
-    if argnums is None:
-        argnums = tuple(range(len(args)))
-    check_grads(fn, *args, argnums=argnums, rtol=1e-4, atol=1e-6)
-
-
-@pytest.mark.parametrize("f, draw, fn, argnums", IMPLEMENTED[:14], ids=IDS[:14])
-@settings(max_examples=5, deadline=None)
-@given(data=st.data())
-def test_implementations_give_numpys_values(f, draw, fn, argnums, data):
-    from tape import Leaf, Tape
-
-    args = draw(data)
-    fn = fn or f
-    nodes = list(args)
-    t = Tape()
-    for i in argnums or range(len(args)):
-        nodes[i] = Leaf(t, args[i])
-    got = fn(*nodes)
-    np.testing.assert_allclose(getattr(got, "value", got), fn(*args), rtol=1e-10, atol=1e-12)
+test_linalg_implementations = implementation_test(IMPLEMENTED, value_rtol=1e-10)
 
 
 # -- the array-API names and results shaped like NumPy's -------------------------------------

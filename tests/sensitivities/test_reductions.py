@@ -4,14 +4,12 @@ NumPy's own values."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from sensitivities.registry import implementation_of
 from tape import Leaf, Tape, grad, propagate, reverse_tape
-from tests.fd import check_grads, numeric_grad
-from tests.sensitivities.cases import Case, rule_test
+from tests.fd import numeric_grad
+from tests.sensitivities.cases import Case, implementation_test, rule_test
 from tests.strategies import SHAPES, arrays
 
 NONEMPTY = SHAPES.filter(len)
@@ -215,37 +213,6 @@ test_reduction_rules = rule_test(CASES, max_examples=15)
 
 
 # -- implementations: NumPy's value, and central differences ----------------------------
-
-
-def _plain(out):
-    if isinstance(out, (list, tuple)):
-        return [_plain(o) for o in out]
-    while hasattr(out, "tape") and hasattr(out, "value"):
-        out = out.value
-    return out
-
-
-def implementation_test(cases, max_examples=15, implemented=True):
-    """A hypothesis test of functions defined for nodes by an implementation (or, with
-    ``implemented=False``, by NumPy's own Python code): the value on nodes is NumPy's
-    value on arrays, and the gradient matches central differences."""
-
-    @pytest.mark.parametrize("case", cases, ids=[c.id for c in cases])
-    @settings(max_examples=max_examples, deadline=None)
-    @given(data=st.data())
-    def test_matches_numpy_and_finite_differences(case, data):
-        assert (implementation_of(case.registered) is not None) == implemented, case.id
-        args = tuple(case.draw(data))
-        expected = case.call(*args)
-        t = Tape()
-        nodes = list(args)
-        for i in case.argnums:
-            nodes[i] = Leaf(t, args[i])
-        got = _plain(case.call(*nodes))
-        np.testing.assert_allclose(got, _plain(expected), rtol=1e-6, atol=1e-12)
-        check_grads(case.call, *args, argnums=case.argnums, rtol=case.rtol, atol=case.atol)
-
-    return test_matches_numpy_and_finite_differences
 
 
 def quantile_draw(nan=False, scale=1.0):

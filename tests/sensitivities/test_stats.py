@@ -2,14 +2,9 @@
 NumPy's own values."""
 
 import numpy as np
-import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sensitivities.registry import implementation_of
-from tape import Leaf, Tape
-from tests.fd import check_grads
-from tests.sensitivities.cases import Case, rule_test
+from tests.sensitivities.cases import Case, implementation_test, rule_test
 from tests.strategies import arrays
 
 sizes = st.integers(1, 5)
@@ -99,60 +94,52 @@ def polyfit_draw(data):
     return x, y, data.draw(st.integers(0, n - 1)), w
 
 
+# every float argument is differentiated (argnums None): None, strings and dicts pass through
 IMPLEMENTED = [
-    # (function, draw, what to differentiate, argnums)
-    (np.cov, cov_draw, lambda m, y, rowvar, kw: np.cov(m, y, rowvar, **kw), (0, 1)),
-    (
+    Case(
+        np.cov,
+        cov_draw,
+        fn=lambda m, y, rowvar, kw: np.cov(m, y, rowvar, **kw),
+        argnums=None,
+        rtol=1e-4,
+    ),
+    Case(
         np.corrcoef,
         corrcoef_draw,
-        lambda m, rowvar: np.corrcoef(m if rowvar else m.T, rowvar=rowvar),
-        (0,),
+        fn=lambda m, rowvar: np.corrcoef(m if rowvar else m.T, rowvar=rowvar),
+        argnums=None,
+        rtol=1e-4,
     ),
-    (
+    Case(
         np.polyval,
-        lambda d: (
-            d.draw(arrays((d.draw(sizes),))),
-            d.draw(arrays((3,))),
-        ),
-        None,
-        (0, 1),
+        lambda d: (d.draw(arrays((d.draw(sizes),))), d.draw(arrays((3,)))),
+        argnums=None,
+        rtol=1e-4,
     ),
-    (np.polyval, lambda d: (d.draw(arrays((d.draw(sizes),))), d.draw(arrays(()))), None, (0, 1)),
-    (np.trapezoid, trapezoid_draw, lambda y, x, dx, axis: np.trapezoid(y, x, dx, axis), (0, 1, 2)),
-    (np.correlate, convolve_draw, None, (0, 1)),
-    (np.polyfit, polyfit_draw, lambda x, y, deg, w: np.polyfit(x, y, deg, w=w), (0, 1, 3)),
+    Case(
+        np.polyval,
+        lambda d: (d.draw(arrays((d.draw(sizes),))), d.draw(arrays(()))),
+        argnums=None,
+        rtol=1e-4,
+    ),
+    Case(
+        np.trapezoid,
+        trapezoid_draw,
+        fn=lambda y, x, dx, axis: np.trapezoid(y, x, dx, axis),
+        argnums=None,
+        rtol=1e-4,
+    ),
+    Case(np.correlate, convolve_draw, argnums=None, rtol=1e-4),
+    Case(
+        np.polyfit,
+        polyfit_draw,
+        fn=lambda x, y, deg, w: np.polyfit(x, y, deg, w=w),
+        argnums=None,
+        rtol=1e-4,
+    ),
 ]
 
-
-IDS = [f"{f.__name__}-{i}" for i, (f, *_) in enumerate(IMPLEMENTED)]
-
-
-def _argnums(args, argnums):
-    # only float arguments are differentiated: None, strings and dicts pass through
-    return tuple(i for i in argnums if isinstance(args[i], (np.ndarray, float)))
-
-
-@pytest.mark.parametrize("f, draw, fn, argnums", IMPLEMENTED, ids=IDS)
-@settings(max_examples=15, deadline=None)
-@given(data=st.data())
-def test_implementations_match_finite_differences(f, draw, fn, argnums, data):
-    assert implementation_of(f) is not None
-    args = draw(data)
-    argnums = _argnums(args, argnums)
-    check_grads(fn or f, *args, argnums=argnums, rtol=1e-4, atol=1e-6)
-
-
-@pytest.mark.parametrize("f, draw, fn, argnums", IMPLEMENTED, ids=IDS)
-@settings(max_examples=5, deadline=None)
-@given(data=st.data())
-def test_implementations_give_numpys_values(f, draw, fn, argnums, data):
-    args = draw(data)
-    nodes = list(args)
-    t = Tape()
-    for i in _argnums(args, argnums):
-        nodes[i] = Leaf(t, args[i])
-    got = (fn or f)(*nodes)
-    np.testing.assert_allclose(getattr(got, "value", got), (fn or f)(*args), rtol=1e-12, atol=1e-12)
+test_stats_implementations = implementation_test(IMPLEMENTED, value_rtol=1e-12)
 
 
 def test_complex_convolution_and_covariance_follow_the_convention():
