@@ -606,27 +606,9 @@ class Branch(Node):
 
     __slots__ = ("f", "args", "kwargs", "vals", "parents")
 
-    def __init__(
-        self,
-        tape: Tape,
-        value: Any,
-        f: Any,
-        args: tuple,
-        kwargs: Any,
-        vals: tuple,
-        parents: tuple,
-        seal: list | None = None,
-    ) -> None:
-        self.value = value
-        self.tape = tape
-        self.f = f
-        self.args = args
-        self.kwargs = kwargs
-        self.vals = vals
-        self.parents = parents
-        self.seal = seal
-        self.pos = len(tape.records)
-        tape.records.append(self)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # apply sets a new Branch's slots itself: a call fewer on every record
+        raise TypeError("a Branch is made by recording a call: tape.core.apply(f, args, kwargs)")
 
     def __repr__(self) -> str:
         return f"Branch{{{dtype_name(self.value)}}} {preview(self.value)} f={function_name(self.f)}"
@@ -705,11 +687,19 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     non-differentiable one computes on plain values; one with neither is entered
     (its NumPy implementation runs on the nodes, recording its inner calls).
     """
-    tape = innermost_tape(args)
+    tape = None  # innermost_tape(args), inline: a call fewer on every record
+    for a in args:
+        if isinstance(a, Node):
+            if tape is None or (a.tape is not tape and a.tape.level > tape.level):
+                tape = a.tape
+        elif type(a) is list or type(a) is tuple:
+            tape = innermost_tape(args)
+            break
     rules = _rules_get(f)
     if tape is None or rules is None or rules.nondiff or (kwargs and "out" in kwargs):
         return _unrecorded(f, tape, rules, args, kwargs)
-    if not tape.records:
+    records = tape.records
+    if not records:
         raise ValueError(_STALE)
     argnums = rules.argnums
     seal = None
@@ -760,7 +750,17 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
         # in-place change at the line that tries it. Views share the data of an array that
         # is frozen or fingerprinted already.
         value.setflags(False)  # write=False, passed positionally: a third of the cost
-    node = Branch(tape, value, f, args, kwargs, vals, _PARENTS.setdefault(parents, parents), seal)
+    node = _new_node(Branch)
+    node.value = value
+    node.tape = tape
+    node.f = f
+    node.args = args
+    node.kwargs = kwargs
+    node.vals = vals
+    node.parents = _PARENTS.setdefault(parents, parents)
+    node.seal = seal
+    node.pos = len(records)
+    records.append(node)
     if _watching:
         _observer(node)
     return node
@@ -825,6 +825,7 @@ def _kind(v: Any) -> str:
 
 
 _rules_get = registry._registry.get
+_new_node = object.__new__
 _ndarray = np.ndarray
 # NumPy's scalars do arithmetic through the operators ten times faster than through the
 # ufuncs (40 ns against 550), with the same result by NumPy's own rules. (Not for two

@@ -188,13 +188,23 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
     if rules.pre is not None:
         kwargs = dict(kwargs, pre=rules.pre(y, ybar, *vals, **kwargs))
     plain = None if rules.update or rules.typed else rules.plain  # the common, fast case
+    adjoints = rtape.adjoints
     for i in node.parents:
         arg = args[i]
         if isinstance(arg, Node):
             if plain is not None:
                 # an empty **kwargs still costs a dict on every call: most calls have none
                 xbar = plain[i](y, ybar, *vals, **kwargs) if kwargs else plain[i](y, ybar, *vals)
-                _accumulate(rtape, arg, xbar, f, i)
+                # _accumulate's commonest case inline (a first contribution, in shape): a
+                # call fewer on most contributions
+                pos = arg.pos
+                if adjoints[pos] is None and (
+                    (type(xbar) is _ndarray and xbar.shape == getattr(arg.value, "shape", None))
+                    or (type(xbar) in _SCALARS and type(arg.value) in _SCALARS)
+                ):
+                    adjoints[pos] = xbar
+                else:
+                    _accumulate(rtape, arg, xbar, f, i)
             else:
                 _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape)
         else:  # a list or tuple holding nodes of this tape
