@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from sensitivities.reductions import broadcast_to
 from sensitivities.registry import lookup
-from tape import Leaf, Tape, compile_grad, grad, propagate, reverse_tape
+from tape import Branch, Leaf, Tape, compile_grad, grad, propagate, reverse_tape
 from tape.reverse import unbroadcast
 from tests.fd import check_grads
 
@@ -173,3 +173,27 @@ def test_branch_records_its_unboxed_arguments_and_parent_positions():
     assert y.parents == (0,) and y.vals[0][0] is x.value
     rt = propagate(t, reverse_tape(np.sum(z)))
     np.testing.assert_array_equal(rt[x], [2.0, 2.0])
+
+
+def test_a_branch_is_made_only_by_recording():
+    with pytest.raises(TypeError, match="made by recording a call"):
+        Branch(Tape(), 1.0, np.sin, (1.0,), {}, (1.0,), ())
+
+
+VECTOR = np.array([0.3, -0.7, 1.1])
+
+
+@pytest.mark.parametrize(
+    "f, xs",
+    [
+        # add hands the same ybar to both of its arguments, and to x twice: a first
+        # contribution kept as it came must never be added into in place afterwards
+        (lambda x: np.sum(np.sin(x + x) * (x + 1.0)), [VECTOR, 0.4]),
+        (lambda x: np.sum((x + x) * x) + np.sum(x * 3.0), [VECTOR, 0.4]),
+        (lambda x: np.sum(np.exp(x) * x + np.sin(x)), [VECTOR, 0.4]),
+        (lambda x: np.sum(x[0] * x + x), [VECTOR]),  # a broadcast contribution to x[0]
+    ],
+)
+def test_adjoints_kept_as_the_rules_returned_them_are_never_changed(f, xs):
+    for x in xs:
+        check_grads(f, x)
