@@ -194,7 +194,8 @@ def long_worker(lib, quick, out):
         runner = w.make_chain(lib, 0.3, iterations)
         settle()
         samples = []
-        for _ in range(3 if n <= 100_000 else 1):
+        # short runs are many, so that one hiccup of a shared machine cannot set the median
+        for _ in range(15 if n <= 10_000 else 3 if n <= 100_000 else 1):
             start = time.perf_counter()
             runner()
             samples.append(time.perf_counter() - start)
