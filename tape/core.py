@@ -606,9 +606,28 @@ class Branch(Node):
 
     __slots__ = ("f", "args", "kwargs", "vals", "parents")
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # apply sets a new Branch's slots itself: a call fewer on every record
-        raise TypeError("a Branch is made by recording a call: tape.core.apply(f, args, kwargs)")
+    def __init__(
+        self,
+        tape: Tape,
+        value: Any,
+        f: Any,
+        args: tuple,
+        kwargs: Any,
+        vals: tuple,
+        parents: tuple,
+        seal: list | None = None,
+    ) -> None:
+        # apply, which makes nearly every Branch, sets the same slots inline
+        self.value = value
+        self.tape = tape
+        self.f = f
+        self.args = args
+        self.kwargs = kwargs
+        self.vals = vals
+        self.parents = parents
+        self.seal = seal
+        self.pos = len(tape.records)
+        tape.records.append(self)
 
     def __repr__(self) -> str:
         return f"Branch{{{dtype_name(self.value)}}} {preview(self.value)} f={function_name(self.f)}"
@@ -750,7 +769,7 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
         # in-place change at the line that tries it. Views share the data of an array that
         # is frozen or fingerprinted already.
         value.setflags(False)  # write=False, passed positionally: a third of the cost
-    node = _new_node(Branch)
+    node = _new_node(Branch)  # Branch.__init__'s work without its call: most records pass here
     node.value = value
     node.tape = tape
     node.f = f

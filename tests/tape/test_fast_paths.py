@@ -175,9 +175,16 @@ def test_branch_records_its_unboxed_arguments_and_parent_positions():
     np.testing.assert_array_equal(rt[x], [2.0, 2.0])
 
 
-def test_a_branch_is_made_only_by_recording():
-    with pytest.raises(TypeError, match="made by recording a call"):
-        Branch(Tape(), 1.0, np.sin, (1.0,), {}, (1.0,), ())
+def test_a_branch_made_by_hand_is_one_recording_makes():
+    t = Tape()
+    x = Leaf(t, 0.5)
+    by_hand = Branch(t, np.sin(0.5), np.sin, (x,), {}, (0.5,), (0,))
+    recorded = np.sin(x)
+    for slot in ("value", "f", "args", "kwargs", "vals", "parents", "seal", "tape"):
+        assert getattr(by_hand, slot) == getattr(recorded, slot), slot
+    assert (by_hand.pos, recorded.pos) == (1, 2)
+    rt = propagate(t, reverse_tape(by_hand + recorded))
+    assert rt[x] == 2 * np.cos(0.5)
 
 
 VECTOR = np.array([0.3, -0.7, 1.1])
