@@ -205,6 +205,16 @@ def _check_differentiable_value(value: Any) -> None:
         )
 
 
+def _recorded_method(f: Callable) -> Callable:
+    """The ndarray method ``x.name(*args, **kwargs)``, recorded as ``f(x, *args, **kwargs)``."""
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return apply(f, (self, *args), kwargs)
+
+    method.__name__ = f.__name__
+    return method
+
+
 def _in_place(name: str, instead: str) -> Callable:
     def method(self: Any, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -428,38 +438,17 @@ class Node:
 
     # -- the ndarray methods people call, recorded as the NumPy functions ---------------
 
-    def sum(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.sum, (self, *args), kwargs)
-
-    def mean(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.mean, (self, *args), kwargs)
-
-    def max(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.max, (self, *args), kwargs)
-
-    def min(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.min, (self, *args), kwargs)
-
-    def prod(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.prod, (self, *args), kwargs)
-
-    def var(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.var, (self, *args), kwargs)
-
-    def std(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.std, (self, *args), kwargs)
-
-    def cumsum(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.cumsum, (self, *args), kwargs)
-
-    def cumprod(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.cumprod, (self, *args), kwargs)
-
-    def argmax(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.argmax, (self, *args), kwargs)
-
-    def argmin(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.argmin, (self, *args), kwargs)
+    sum = _recorded_method(np.sum)
+    mean = _recorded_method(np.mean)
+    max = _recorded_method(np.max)
+    min = _recorded_method(np.min)
+    prod = _recorded_method(np.prod)
+    var = _recorded_method(np.var)
+    std = _recorded_method(np.std)
+    cumsum = _recorded_method(np.cumsum)
+    cumprod = _recorded_method(np.cumprod)
+    argmax = _recorded_method(np.argmax)
+    argmin = _recorded_method(np.argmin)
 
     def reshape(self, *shape: Any, **kwargs: Any) -> Any:
         if len(shape) == 1 and not isinstance(shape[0], int):
@@ -474,14 +463,12 @@ class Node:
     def dot(self, other: Any) -> Any:
         return apply(np.dot, (self, other))
 
-    def ravel(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.ravel, (self, *args), kwargs)
+    ravel = _recorded_method(np.ravel)
 
     def flatten(self) -> Any:
         return apply(np.ravel, (self,))
 
-    def squeeze(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.squeeze, (self, *args), kwargs)
+    squeeze = _recorded_method(np.squeeze)
 
     def swapaxes(self, axis1: Any, axis2: Any) -> Any:
         return apply(np.swapaxes, (self, axis1, axis2))
@@ -491,49 +478,31 @@ class Node:
 
         return apply(astype, (self, dtype), kwargs)
 
-    def clip(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.clip, (self, *args), kwargs)
+    clip = _recorded_method(np.clip)
 
     def conj(self) -> Any:
         return apply(np.conjugate, (self,))
 
     conjugate = conj
 
-    def diagonal(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.diagonal, (self, *args), kwargs)
-
-    def trace(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.trace, (self, *args), kwargs)
-
-    def repeat(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.repeat, (self, *args), kwargs)
-
-    def take(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.take, (self, *args), kwargs)
+    diagonal = _recorded_method(np.diagonal)
+    trace = _recorded_method(np.trace)
+    repeat = _recorded_method(np.repeat)
+    take = _recorded_method(np.take)
 
     def compress(self, condition: Any, axis: Any = None) -> Any:
         return apply(np.compress, (condition, self), {"axis": axis})
 
-    def copy(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.copy, (self, *args), kwargs)
-
-    def round(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.round, (self, *args), kwargs)
-
-    def all(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.all, (self, *args), kwargs)
-
-    def any(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.any, (self, *args), kwargs)
-
-    def argsort(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.argsort, (self, *args), kwargs)
+    copy = _recorded_method(np.copy)
+    round = _recorded_method(np.round)
+    all = _recorded_method(np.all)
+    any = _recorded_method(np.any)
+    argsort = _recorded_method(np.argsort)
 
     def nonzero(self) -> Any:
         return apply(np.nonzero, (self,))
 
-    def searchsorted(self, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.searchsorted, (self, *args), kwargs)
+    searchsorted = _recorded_method(np.searchsorted)
 
     @property
     def mT(self) -> Any:
