@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from sensitivities import registry
+from sensitivities.counterparts import scipy_caller
 from sensitivities.registry import function_name
 
 from .display import dtype_name, preview
@@ -279,7 +280,7 @@ class Node:
         return apply(func, args, kwargs)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        counterpart = _scipy_counterpart(sys._getframe(1))
+        counterpart = scipy_caller(sys._getframe(1))
         if counterpart:
             raise NodeConversionError(
                 f"{counterpart[0]} converts its arguments to ndarrays, which would cut this "
@@ -1081,28 +1082,6 @@ def _enter(f: Any, tape: Tape, args: tuple, kwargs: dict) -> Any:
             f"np.{function_name(f)} has no sensitivity, and NumPy's implementation of it "
             f"cannot run on nodes (it converts them to ndarrays); {_how_to_register(f, 0)}"
         ) from error
-
-
-def _scipy_counterpart(frame: Any) -> tuple[str, str] | None:
-    """(SciPy's function, tape's counterpart) when SciPy code is converting a node."""
-    from sensitivities import linalg, special
-
-    start = frame
-    while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if module.startswith("scipy."):
-            name = frame.f_code.co_name
-            for ours in (linalg, special):
-                if name in getattr(ours, "__all__", ()) or (
-                    not name.startswith("_")
-                    and callable(getattr(ours, name, None))
-                    and getattr(getattr(ours, name), "__module__", "") == ours.__name__
-                ):
-                    family = module.split(".")[1]
-                    return f"scipy.{family}.{name}", f"{ours.__name__}.{name}"
-        frame = frame.f_back
-    ours = linalg.scipy_counterpart(start)  # sees through SciPy's batching wrapper
-    return (f"scipy.linalg.{ours.rpartition('.')[2]}", ours) if ours else None
 
 
 def _caused_by_conversion(error: BaseException | None) -> bool:
