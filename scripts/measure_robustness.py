@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 import tape  # noqa: E402
-from tape import Leaf, Tape, core, grad, propagate, reverse_tape  # noqa: E402
+from tape import Leaf, Tape, grad, mutation, propagate, recording, reverse_tape
+from tape import records as tape_records  # noqa: E402
 
 
 def chain(n):
@@ -46,24 +47,24 @@ def best(fn, repeats):
 @contextlib.contextmanager
 def mutation_checks_off():
     """Fingerprints not taken (and so never checked): the engine without mutation detection."""
-    saved = core._sealed
-    core._sealed = lambda seal, key, a: seal
+    saved = recording.sealed
+    recording.sealed = lambda seal, key, a: seal
     try:
         yield
     finally:
-        core._sealed = saved
+        recording.sealed = saved
 
 
 @contextlib.contextmanager
 def collector_left_on():
     """The passes' collector pause made a no-op: what the collector would cost."""
-    saved = core.gc_paused.__enter__, core.gc_paused.__exit__
-    core.gc_paused.__enter__ = lambda self: None
-    core.gc_paused.__exit__ = lambda self, *exc: None
+    saved = tape_records.gc_paused.__enter__, tape_records.gc_paused.__exit__
+    tape_records.gc_paused.__enter__ = lambda self: None
+    tape_records.gc_paused.__exit__ = lambda self, *exc: None
     try:
         yield
     finally:
-        core.gc_paused.__enter__, core.gc_paused.__exit__ = saved
+        tape_records.gc_paused.__enter__, tape_records.gc_paused.__exit__ = saved
 
 
 def scalar_chain(n=2000, repeats=15):
@@ -91,7 +92,7 @@ def matmul_workload(size=1000, repeats=5):
     on = best(lambda: g(A, B, C), repeats)
     with mutation_checks_off():
         off = best(lambda: g(A, B, C), repeats)
-    fp = best(lambda: core.fingerprint(A), 20)
+    fp = best(lambda: mutation.fingerprint(A), 20)
     print(
         f"sum(tanh(A @ B) @ C), {size}x{size}: {on * 1e3:.1f} ms with mutation checks, "
         f"{off * 1e3:.1f} ms without ({(on / off - 1) * 100:+.1f}%); "
@@ -111,7 +112,7 @@ def per_record(sizes, repeats):
                     t = Tape()
                     x = Leaf(t, 0.3)
                     t0 = time.process_time()
-                    with core.gc_paused():
+                    with tape_records.gc_paused():
                         y = chain(n)(x)
                     t1 = time.process_time()
                     propagate(t, reverse_tape(y))

@@ -2,8 +2,12 @@
 and the registry they are kept in. Plain NumPy only: this package never imports ``tape``.
 """
 
-from . import elementwise, fft, linalg, reductions, shape, special, stats  # noqa: F401  (registers)
+from . import elementwise, fft, linalg, pushforwards, reductions, shape, special, stats  # noqa: F401
+from .checkpoint import checkpointed
+from .pushforwards import lift
+from .reductions import broadcast_to, expand_reduced
 from .registry import (
+    function_name,
     implementation,
     lookup,
     nondifferentiable,
@@ -11,8 +15,13 @@ from .registry import (
     primitive,
     registered_functions,
     sensitivity,
+    value_of,
 )
+from .shape import astype
+from .update import at
 
+# What the engine (tape/) uses of this package: the registry's public names, the one unwrap
+# (value_of), and the few array helpers it shares with the rules.
 __all__ = [
     "sensitivity",
     "preprocess",
@@ -21,4 +30,12 @@ __all__ = [
     "implementation",
     "lookup",
     "registered_functions",
+    "value_of",
+    "function_name",
+    "astype",
+    "broadcast_to",
+    "expand_reduced",
+    "lift",
+    "at",
+    "checkpointed",
 ]

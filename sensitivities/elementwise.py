@@ -25,6 +25,7 @@ from .registry import (
     lookup,
     nondifferentiable,
     nondifferentiable_except,
+    positional_form,
     primitive,
     sensitivity,
 )
@@ -217,6 +218,17 @@ def _(y, ybar, condition, a, b):
 @sensitivity(np.where, 2)
 def _(y, ybar, condition, a, b):
     return np.where(condition, 0.0, ybar)
+
+
+@positional_form(np.clip)
+def _(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=None, max=None, **kwargs):
+    # NumPy 2's keyword-only spelling np.clip(x, min=..., max=...), either one optional:
+    # the rules are keyed by position, as a_min and a_max
+    if a_min is np._NoValue and a_max is np._NoValue:
+        a_min, a_max = min, max
+    if out is not None:
+        kwargs["out"] = out
+    return (a, a_min, a_max), kwargs
 
 
 def _clip_bounds(args, kwargs):

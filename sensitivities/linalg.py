@@ -164,7 +164,7 @@ def _(y, ybar, a, b, **kwargs):
     return np.matmul(_mT(a), ybar)
 
 
-def _tensordot_axes(a, b, axes):
+def tensordot_axes(a, b, axes):
     """``axes`` of ``np.tensordot`` as two lists of non-negative axes."""
     if isinstance(axes, int):
         return list(range(np.ndim(a) - axes, np.ndim(a))), list(range(axes))
@@ -192,13 +192,13 @@ def _tensordot_adjoint(ybar, other, own_axes, other_axes, own_ndim, other_ndim, 
 
 @sensitivity(np.tensordot, 0)
 def _(y, ybar, a, b, axes=2):
-    axes_a, axes_b = _tensordot_axes(a, b, axes)
+    axes_a, axes_b = tensordot_axes(a, b, axes)
     return _tensordot_adjoint(ybar, b, axes_a, axes_b, np.ndim(a), np.ndim(b), True)
 
 
 @sensitivity(np.tensordot, 1)
 def _(y, ybar, a, b, axes=2):
-    axes_a, axes_b = _tensordot_axes(a, b, axes)
+    axes_a, axes_b = tensordot_axes(a, b, axes)
     return _tensordot_adjoint(ybar, a, axes_b, axes_a, np.ndim(b), np.ndim(a), False)
 
 

@@ -15,7 +15,7 @@ import operator
 
 import numpy as np
 
-from .linalg import _tensordot_axes
+from .linalg import tensordot_axes
 from .registry import lookup, pushforward
 from .shape import astype, scatter_add
 
@@ -160,12 +160,12 @@ def _tensordot_second(a, bdot, axes_a, axes_b):
 
 @pushforward(np.tensordot, 0)
 def _(y, adot, a, b, axes=2):
-    return _tensordot_first(adot, b, *_tensordot_axes(a, b, axes))
+    return _tensordot_first(adot, b, *tensordot_axes(a, b, axes))
 
 
 @pushforward(np.tensordot, 1)
 def _(y, bdot, a, b, axes=2):
-    return _tensordot_second(a, bdot, *_tensordot_axes(a, b, axes))
+    return _tensordot_second(a, bdot, *tensordot_axes(a, b, axes))
 
 
 def _dot_axes(a, b):

@@ -33,6 +33,10 @@ __all__ = [
     "pushforward_of",
     "Rules",
     "lookup",
+    "value_of",
+    "is_primitive",
+    "positional_form",
+    "positional_form_of",
     "implementation_of",
     "registered_functions",
     "function_name",
@@ -103,11 +107,32 @@ _implementations: dict[Any, Callable] = {}
 _pushforwards: dict[Any, dict[int, Callable]] = {}
 
 
+def value_of(x: Any) -> Any:
+    """``x`` with every node, of every tape, replaced by its plain value, through lists
+    and tuples: a constant. Inside a rule it is the way to stop a gradient (a sign, a
+    mask, an index computed from a value).
+
+    >>> import numpy as np
+    >>> from tape import Tape, Leaf
+    >>> t = Tape()
+    >>> value_of([Leaf(t, 1.5), (Leaf(t, np.ones(1)), 2)])
+    [1.5, (array([1.]), 2)]
+    """
+    if type(x) is list or type(x) is tuple:
+        return type(x)(value_of(a) for a in x)
+    while _is_node(x):
+        x = x.value
+    return x
+
+
+def _is_node(v: Any) -> bool:
+    # a record of the engine's tapes, known by what it holds: this package never imports it
+    return hasattr(type(v), "__record_call__") and hasattr(v, "tape")
+
+
 def _value_type(v: Any) -> type:
     # Values of an inner tape may be nodes of an outer one; dispatch on what they hold.
-    while hasattr(v, "tape") and hasattr(v, "value") and hasattr(v, "pos"):
-        v = v.value
-    return type(v)
+    return type(value_of(v))
 
 
 def _rules_for(f: Any, module: str = "") -> Rules:
@@ -119,9 +144,9 @@ def _rules_for(f: Any, module: str = "") -> Rules:
     return rules
 
 
-def lookup(f: Any) -> Rules | None:
-    """The ``Rules`` registered for ``f``, or None."""
-    return _registry.get(f)
+# The ``Rules`` registered for ``f``, or None: the dict's own ``get``, since the engine
+# calls it on every record and a wrapper would double its cost.
+lookup: Callable[[Any], Rules | None] = _registry.get
 
 
 def implementation_of(f: Any) -> Callable | None:
@@ -336,16 +361,45 @@ def implementation(f: Any) -> Callable[[Callable], Callable]:
     return register
 
 
-_recorder: Callable | None = None
+def positional_form(f: Any) -> Callable[[Callable], Callable]:
+    """Register how a call of ``f`` with nodes among its keywords is spelled by position.
+
+    Rules are keyed by argument position, so the engine moves a node passed by keyword to
+    its positional place, reading ``f``'s signature. Where the signature cannot say (a
+    keyword-only alias such as NumPy 2's ``np.clip(x, min=..., max=...)``), register
+    ``placed(*args, **kwargs) -> (args, kwargs)`` returning the positional form."""
+
+    def register(placed: Callable) -> Callable:
+        _positional_forms[f] = placed
+        return placed
+
+    return register
 
 
-def set_recorder(record: Callable) -> None:
-    """Install ``record(key, f, args, kwargs)``, called for every call of a primitive.
+def positional_form_of(f: Any) -> Callable | None:
+    """The positional form registered for ``f``, or None."""
+    return _positional_forms.get(f)
 
-    The engine installs it when it is imported; until then primitives are plain calls.
-    """
-    global _recorder
-    _recorder = record
+
+_positional_forms: dict[Any, Callable] = {}
+_primitives: set = set()
+
+
+def is_primitive(f: Any) -> bool:
+    """Whether ``f`` was made by ``primitive``."""
+    return f in _primitives
+
+
+def _recording_argument(args: Any) -> Any:
+    """The first argument, in ``args`` or a list or tuple there, that records calls."""
+    for a in args:
+        if hasattr(type(a), "__record_call__"):
+            return a
+        if type(a) is list or type(a) is tuple:
+            found = _recording_argument(a)
+            if found is not None:
+                return found
+    return None
 
 
 def primitive(f: Callable) -> Callable:
@@ -354,6 +408,10 @@ def primitive(f: Callable) -> Callable:
     Called on nodes, the returned function records a single Branch instead of the
     operations inside ``f``; give it rules with ``sensitivity``. Called on plain values
     it is ``f``.
+
+    A primitive follows NumPy's own idea of dispatch (NEP 18): an argument whose class
+    defines ``__record_call__(primitive, f, args, kwargs)`` (the engine's nodes do) is
+    handed the call, and records it.
 
     >>> import numpy as np
     >>> @primitive
@@ -368,8 +426,12 @@ def primitive(f: Callable) -> Callable:
 
     @functools.wraps(f)
     def recorded(*args: Any, **kwargs: Any) -> Any:
-        if _recorder is None:
+        node = _recording_argument(args)
+        if node is None and kwargs:
+            node = _recording_argument(tuple(kwargs.values()))
+        if node is None:
             return f(*args, **kwargs)
-        return _recorder(recorded, f, args, kwargs)
+        return type(node).__record_call__(recorded, f, args, kwargs)
 
+    _primitives.add(recorded)
     return recorded

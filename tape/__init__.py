@@ -7,6 +7,7 @@
 """
 
 from sensitivities import (
+    at,
     implementation,
     nondifferentiable,
     preprocess,
@@ -16,12 +17,13 @@ from sensitivities import (
 
 from .checking import check_grad
 from .compiled import CompiledGrad, TapeMismatchError, compile_grad
-from .core import Branch, Leaf, MissingRuleError, MutationError, Node, NodeConversionError, Tape
-from .debugging import AnomalyError, debug, detect_anomaly, recorded_at
+from .debugging import debug, detect_anomaly, recorded_at
+from .errors import AnomalyError, MissingRuleError, MutationError, NodeConversionError
 from .functional import grad, value_and_grad
+from .node import Node
+from .records import Branch, Leaf, Tape
 from .reverse import ReverseTape, propagate, reverse_tape
 from .transforms import checkpoint, hessian, hvp, jacobian, jvp, stop_gradient, vjp
-from .update import at
 
 __version__ = "0.1.0"
 

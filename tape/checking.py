@@ -7,10 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from .core import Node, Tape
-from .functional import grad, input_gradients, record_inputs, tree_flatten, tree_unflatten
+from sensitivities.registry import value_of
+
+from .functional import grad, input_gradients, record_inputs
+from .node import Node
+from .records import Tape
 from .reverse import ReverseTape, propagate
-from .transforms import _plain, _stripped, jvp
+from .transforms import jvp
+from .trees import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["check_grad"]
 
@@ -30,7 +34,7 @@ def _pair(out: Any, u: list) -> Any:
 
 
 def _random_like(rng, x: Any) -> Any:
-    x = _plain(x)
+    x = value_of(x)
     r = rng.standard_normal(np.shape(x))
     return r + 1j * rng.standard_normal(np.shape(x)) if np.iscomplexobj(x) else r
 
@@ -58,16 +62,16 @@ def _moved(args, nums, v, t):
     """``args`` moved by ``t`` along ``v``, in float64."""
     out = list(args)
     for i in nums:
-        leaves = [np.asarray(_plain(x), dtype=np.result_type(_plain(x), np.float64)) + t * d
+        leaves = [np.asarray(value_of(x), dtype=np.result_type(value_of(x), np.float64)) + t * d
                   for x, d in zip(tree_flatten(args[i])[0], v[i])]  # fmt: skip
-        leaves = [float(x) if np.ndim(x) == 0 and isinstance(_plain(a), float) else x
+        leaves = [float(x) if np.ndim(x) == 0 and isinstance(value_of(a), float) else x
                   for x, a in zip(leaves, tree_flatten(args[i])[0])]  # fmt: skip
         out[i] = _rebuild(args[i], leaves)
     return out
 
 
 def _floating(tree: Any) -> bool:
-    leaves = [_plain(x) for x in tree_flatten(tree)[0]]
+    leaves = [value_of(x) for x in tree_flatten(tree)[0]]
     return bool(leaves) and all(
         not isinstance(x, (bool, int)) and np.result_type(x).kind in "fc" for x in leaves
     )
@@ -93,7 +97,7 @@ def _check_prefilled(f, args, nums, u, expected, rng):
         for i in nums:
             for node in inputs[i][2]:
                 r = np.asarray(
-                    _random_like(rng, node.value), dtype=np.result_type(_plain(node.value))
+                    _random_like(rng, node.value), dtype=np.result_type(value_of(node.value))
                 )
                 prefills[node.pos] = r.copy()
                 rtape.adjoints[node.pos] = r
@@ -110,8 +114,8 @@ def _check_prefilled(f, args, nums, u, expected, rng):
         for gl, el in zip(tree_flatten(g)[0], tree_flatten(e)[0]):
             # an update rule that overwrites or double-counts is off by the pre-filled
             # values, of order 1; rounding (of ill-conditioned rules too) stays far below
-            tol = np.sqrt(np.finfo(np.result_type(_plain(gl))).eps)
-            if not np.allclose(_plain(gl), _plain(el), rtol=tol, atol=tol):
+            tol = np.sqrt(np.finfo(np.result_type(value_of(gl))).eps)
+            if not np.allclose(value_of(gl), value_of(el), rtol=tol, atol=tol):
                 raise AssertionError(
                     f"check_grad: with the adjoint of argument {i} pre-filled, the reverse pass "
                     f"added {gl!r} to it instead of {el!r}: an update-form rule overwrote "
@@ -161,12 +165,12 @@ def check_grad(
     if not nums:
         raise ValueError("check_grad needs at least one floating-point argument to differentiate")
     v = {i: [_random_like(rng, x) for x in tree_flatten(args[i])[0]] for i in nums}
-    out = f(*[_stripped(a) for a in args])
+    out = f(*[tree_map(value_of, a) for a in args])
     u = [_random_like(rng, o) for o in tree_flatten(out)[0]]
 
-    fd = _five_point(lambda t: float(_plain(_pair(f(*_moved(args, nums, v, t)), u))), eps)
+    fd = _five_point(lambda t: float(value_of(_pair(f(*_moved(args, nums, v, t)), u))), eps)
     for mode in modes:
-        ad = float(_plain(_directional(f, args, nums, v, u, mode)))
+        ad = float(value_of(_directional(f, args, nums, v, u, mode)))
         if not abs(ad - fd) <= atol + rtol * abs(fd):
             raise AssertionError(
                 f"check_grad: the {mode} directional derivative {ad!r} differs from "

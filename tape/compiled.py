@@ -31,23 +31,24 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from sensitivities import registry
-from sensitivities.reductions import broadcast_to
+from sensitivities import broadcast_to, registry
 from sensitivities.registry import function_name
 
-from . import core
-from .core import Branch, Leaf, Node, Tape, innermost_tape
+from .errors import MissingRuleError, NodeConversionError
 from .functional import (
-    _as_input_type,
-    _check_input,
-    _normalise_argnums,
-    _zeros_like_input,
+    as_input_type,
+    check_input,
+    check_output,
+    normalise_argnums,
     own_array,
-    tree_flatten,
-    tree_unflatten,
     value_and_grad,
+    zeros_like_input,
 )
+from .node import Node
+from .recording import innermost_tape
+from .records import Branch, Leaf, Tape
 from .reverse import unbroadcast
+from .trees import tree_flatten, tree_unflatten
 
 __all__ = ["compile_grad", "CompiledGrad", "TapeMismatchError"]
 
@@ -214,7 +215,7 @@ class CompiledGrad:
     def _record(self, args: tuple, kwargs: dict) -> tuple[Any, Any]:
         try:
             program = _Program.record(self.f, args, kwargs, self.argnums, data_as_leaves=True)
-        except (core.NodeConversionError, core.MissingRuleError):
+        except (NodeConversionError, MissingRuleError):
             # f needs a non-differentiated argument as a plain value: keep it a constant
             program = _Program.record(self.f, args, kwargs, self.argnums, data_as_leaves=False)
         self.recordings += 1
@@ -318,6 +319,24 @@ def _differs(new: Any, old: Any) -> bool:
 # -- the program -------------------------------------------------------------------------
 
 
+class _GuardedTape(Tape):
+    """The tape a program is recorded on: it keeps every plain result computed from its
+    nodes (a comparison, ``argmax``, ``bool(node)``) as a guard the replay checks."""
+
+    __slots__ = ("guards",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.guards: list[tuple] = []  # (position, f, args as slots, kwargs, result)
+
+    def plain(self, f: Any, args: tuple, kwargs: Any, result: Any) -> None:
+        if f in _SHAPE_ONLY:
+            return
+        spec, found = _spec(args, self)
+        if found:
+            self.guards.append((len(self.records), f, spec, kwargs, result))
+
+
 class _Slot:
     __slots__ = ("pos",)
 
@@ -332,13 +351,13 @@ class _Program:
     @classmethod
     def record(cls, f: Callable, args: tuple, kwargs: dict, argnums: Any, data_as_leaves: bool):
         fname = getattr(f, "__name__", "f")
-        nums, single = _normalise_argnums(argnums, len(args), fname)
+        nums, single = normalise_argnums(argnums, len(args), fname)
         if not nums:
             raise ValueError(
                 f"compile_grad needs at least one argument to differentiate {fname} with respect to"
             )
         key, flat = _signature(args, kwargs)
-        tape = Tape()
+        tape = _GuardedTape()
         call_args = list(args)
         inputs: list[tuple[int, int]] = []  # (index in the flat leaves, tape position)
         constants: list[tuple[int, Any]] = []  # (index in the flat leaves, recorded value)
@@ -349,7 +368,7 @@ class _Program:
             leaves, treedef = tree_flatten(a)
             if i in nums:
                 for x in leaves:
-                    _check_input(f, i, x)
+                    check_input(f, i, x)
             nodes = []
             for x in leaves:
                 if i in nums or (data_as_leaves and _is_float(x)):
@@ -368,28 +387,10 @@ class _Program:
             constants.append((index, x))
             index += 1
 
-        guards: list[tuple] = []
-
-        def note(g, g_args, g_kwargs, result):
-            if g in _SHAPE_ONLY:
-                return
-            spec, found = _spec(g_args, tape)
-            if found:
-                guards.append((len(tape.records), g, spec, g_kwargs, result))
-
-        core.plain_result_hooks.append(note)
         try:
             out = f(*call_args, **kwargs)
             value = out.value if isinstance(out, Node) and out.tape is tape else out
-            if np.shape(value) != ():
-                raise TypeError(
-                    f"compile_grad needs {fname} to return a scalar, but it returned shape "
-                    f"{np.shape(value)}; reduce the output (np.sum)"
-                )
-            if np.iscomplexobj(value):
-                raise TypeError(
-                    f"compile_grad needs {fname} to return a real scalar, got a complex one"
-                )
+            check_output(value, fname, "compile_grad")
             program = cls(
                 tape,
                 out if isinstance(out, Node) and out.tape is tape else None,
@@ -398,11 +399,10 @@ class _Program:
                 constants,
                 diff,
                 treedefs,
-                guards,
+                tape.guards,
                 single,
             )
         finally:
-            core.plain_result_hooks.remove(note)
             tape.records.clear()  # break node <-> tape cycles; the program keeps plain values
         program.key = key
         try:  # the first call's answer comes from the program itself
@@ -751,7 +751,7 @@ class _Program:
 
 def _finish(g: Any, x: Any) -> Any:
     """The gradient as ``grad`` hands it out: the input's shape, dtype and kind."""
-    return _zeros_like_input(x) if g is None else _as_input_type(g, x)
+    return zeros_like_input(x) if g is None else as_input_type(g, x)
 
 
 def _plain_sum(node: Branch, vals: tuple) -> bool:

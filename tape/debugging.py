@@ -1,8 +1,11 @@
 """Debugging aids: the line of code behind each record, and where NaN first appears.
 
 Both modes are context managers that hold for the current thread or ``contextvars``
-context only, so one thread debugging does not slow down or change another. While no
-mode is open anywhere, recording pays one global read for them.
+context only, so one thread debugging does not slow down or change another. They plug
+into the engine as the context's observer (``tape.records.observing``): every record
+is shown to it as it is made, and under ``detect_anomaly`` every Branch's adjoint
+contributions after the reverse pass made them. Outside them, recording pays one
+context-variable look-up.
 """
 
 from __future__ import annotations
@@ -10,48 +13,22 @@ from __future__ import annotations
 import math
 import os
 import sys
-import threading
-from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
 
-from . import core
-from .core import Node, describe
+import sensitivities
+from sensitivities.registry import function_name, value_of
 
-__all__ = ["debug", "detect_anomaly", "AnomalyError", "recorded_at"]
+from .errors import AnomalyError, describe
+from .node import Node
+from .records import observing
 
-
-class AnomalyError(FloatingPointError):
-    """Under ``detect_anomaly()``: a record's value or adjoint turned NaN or infinite.
-
-    >>> import numpy as np
-    >>> from tape import grad, detect_anomaly, AnomalyError
-    >>> with detect_anomaly(), np.errstate(all="ignore"):
-    ...     try:
-    ...         grad(lambda x: np.log(x - 1.0))(1.0)
-    ...     except AnomalyError as e:
-    ...         print(str(e).splitlines()[0])
-    log returned -inf from finite inputs, at [2] Branch{float64} -inf f=log
-    """
-
-
-class _Mode:
-    __slots__ = ("anomaly", "forward")
-
-    def __init__(self, anomaly: bool, forward: bool) -> None:
-        self.anomaly = anomaly
-        self.forward = forward
-
-
-_mode: ContextVar[_Mode | None] = ContextVar("tape_debug_mode", default=None)
-_lock = threading.Lock()
+__all__ = ["debug", "detect_anomaly", "AnomalyError", "recorded_at", "anomaly_detected"]
 
 
 def _internal_dirs() -> tuple[str, ...]:
-    import sensitivities
-
-    modules = [core, sensitivities, np]
+    modules = [sys.modules[__package__], sensitivities, np]
     for name in ("scipy",):
         module = sys.modules.get(name)
         if module is not None:
@@ -72,9 +49,56 @@ def _call_site() -> tuple | None:
     return frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
 
 
-def _watch(step: int) -> None:
-    with _lock:
-        core._watching += step
+class _Sites:
+    """The observer of ``debug()``: each Branch keeps the line of code that made it."""
+
+    __slots__ = ("forward",)
+    anomaly = False
+    propagated = None  # nothing to check in the reverse pass
+
+    def __init__(self, forward: bool) -> None:
+        self.forward = forward
+
+    def recorded(self, node: Node) -> None:
+        if not hasattr(node, "f"):
+            return  # a Leaf: the input, made by grad or by hand
+        tape = node.tape
+        if tape.sites is None:
+            tape.sites = {}
+        tape.sites[node.pos] = _call_site()
+        if self.anomaly and self.forward and not _finite(node.value) and _inputs_finite(node):
+            message = (
+                f"{function_name(node.f)} returned {_bad(node.value)} from finite inputs, "
+                f"at {describe(node)}"
+            )
+            del tape.records[node.pos :]
+            raise AnomalyError(message)
+
+
+class _Anomalies(_Sites):
+    """The observer of ``detect_anomaly()``: sites, and the first non-finite value or
+    adjoint made from finite ones."""
+
+    __slots__ = ()
+    anomaly = True
+
+    def propagated(self, node: Node, ybar: Any, rtape: Any) -> None:
+        """After a Branch's rules ran: the first argument slot that turned non-finite."""
+        if not _finite(ybar):
+            return
+        tape = node.tape
+        for i, arg in enumerate(node.args):
+            elements = arg if type(arg) in (list, tuple) else (arg,)
+            for element in elements:
+                if isinstance(element, Node) and element.tape is tape:
+                    adjoint = rtape.adjoints[element.pos]
+                    if adjoint is not None and not _finite(adjoint):
+                        raise AnomalyError(
+                            f"the sensitivity of {function_name(node.f)} for argument {i} "
+                            f"returned {_bad(adjoint)} from a finite adjoint\n"
+                            f"  at {describe(node)}\n"
+                            f"  into the adjoint of {describe(element)}"
+                        )
 
 
 class debug:
@@ -101,16 +125,14 @@ class debug:
         self._forward = True
 
     def __enter__(self) -> debug:
-        outer = _mode.get()
+        outer = observing.get()
         anomaly = self._anomaly or (outer is not None and outer.anomaly)
         forward = self._forward if self._anomaly else (outer.forward if outer else True)
-        self._tokens.append(_mode.set(_Mode(anomaly, forward)))
-        _watch(+1)
+        self._tokens.append(observing.set((_Anomalies if anomaly else _Sites)(forward)))
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        _mode.reset(self._tokens.pop())
-        _watch(-1)
+        observing.reset(self._tokens.pop())
 
 
 class detect_anomaly(debug):
@@ -154,52 +176,12 @@ def recorded_at(node: Node) -> tuple | None:
 
 def anomaly_detected() -> bool:
     """Whether the current context is under ``detect_anomaly()``."""
-    mode = _mode.get()
-    return mode is not None and mode.anomaly
-
-
-# -- what the engine calls --------------------------------------------------------------
-
-
-def _observe(node: Node) -> None:
-    """Called for each new Branch while any mode is open in any thread."""
-    mode = _mode.get()
-    if mode is None:
-        return
-    tape = node.tape
-    if tape.sites is None:
-        tape.sites = {}
-    tape.sites[node.pos] = _call_site()
-    if mode.anomaly and mode.forward and not _finite(node.value) and _inputs_finite(node):
-        message = (
-            f"{core.function_name(node.f)} returned {_bad(node.value)} from finite inputs, "
-            f"at {describe(node)}"
-        )
-        del tape.records[node.pos :]
-        raise AnomalyError(message)
-
-
-def _check_adjoints(node: Node, ybar: Any, rtape: Any) -> None:
-    """After a Branch's rules ran: the first argument slot that turned non-finite."""
-    if not _finite(ybar):
-        return
-    tape = node.tape
-    for i, arg in enumerate(node.args):
-        elements = arg if type(arg) in (list, tuple) else (arg,)
-        for element in elements:
-            if isinstance(element, Node) and element.tape is tape:
-                adjoint = rtape.adjoints[element.pos]
-                if adjoint is not None and not _finite(adjoint):
-                    raise AnomalyError(
-                        f"the sensitivity of {core.function_name(node.f)} for argument {i} "
-                        f"returned {_bad(adjoint)} from a finite adjoint\n"
-                        f"  at {describe(node)}\n"
-                        f"  into the adjoint of {describe(element)}"
-                    )
+    observer = observing.get()
+    return observer is not None and observer.anomaly
 
 
 def _finite(value: Any) -> bool:
-    value = core._strip_one(value)
+    value = value_of(value)
     if type(value) is float or type(value) is np.float64:
         return math.isfinite(value)
     try:
@@ -209,7 +191,7 @@ def _finite(value: Any) -> bool:
 
 
 def _inputs_finite(node: Node) -> bool:
-    for a in core._strip(node.args):
+    for a in value_of(node.args):
         if type(a) in (list, tuple):
             if not all(_finite(b) for b in a):
                 return False
@@ -219,12 +201,9 @@ def _inputs_finite(node: Node) -> bool:
 
 
 def _bad(value: Any) -> str:
-    value = np.asarray(core._strip_one(value))
+    value = np.asarray(value_of(value))
     if np.isnan(value).any():
         return "NaN"
     if np.iscomplexobj(value):
         return "inf"
     return "-inf" if np.all(value[np.isinf(value)] < 0) else "inf"
-
-
-core._observer = _observe

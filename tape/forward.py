@@ -28,30 +28,15 @@ from typing import Any
 
 import numpy as np
 
-import sensitivities.pushforwards  # noqa: F401  (registers the explicit rules)
-from sensitivities import registry
-from sensitivities.pushforwards import lift
-from sensitivities.registry import function_name
+from sensitivities import lift, registry
+from sensitivities.registry import function_name, value_of
 
-from .core import Branch, Leaf, MissingRuleError, Node, Tape, gc_paused
 from .display import preview
+from .errors import MissingRuleError
+from .node import Node
+from .records import Branch, Leaf, Tape, gc_paused
 
 __all__ = ["ForwardTape"]
-
-
-class _Records(list):
-    """The record list of a forward tape: appending a Branch pushes its tangent."""
-
-    __slots__ = ("tape",)
-
-    def __init__(self, tape: ForwardTape) -> None:
-        super().__init__()
-        self.tape = tape
-
-    def append(self, node: Node) -> None:
-        pos = len(self)
-        self.tape.tangents[pos] = _push(self.tape, node) if isinstance(node, Branch) else None
-        list.append(self, node)
 
 
 class ForwardTape(Tape):
@@ -79,9 +64,15 @@ class ForwardTape(Tape):
 
     def __init__(self, directions: int = 1) -> None:
         super().__init__()
-        self.records = _Records(self)
         self.tangents: dict[int, Any] = {}  # position -> tangent; None means zero
         self.directions = directions
+
+    def add(self, record: Node) -> None:
+        """A forward tape's records are dual numbers: a Branch's tangent is pushed
+        forward from its arguments' the moment it is recorded."""
+        if isinstance(record, Branch):
+            self.tangents[len(self.records)] = _push(self, record)
+        super().add(record)
 
     def seed(self, node: Node, tangent: Any) -> None:
         """Set the tangent of ``node`` (a Leaf of this tape): shape ``(directions,) + shape``."""
@@ -114,8 +105,7 @@ class ForwardTape(Tape):
 
 
 def _float_type(value: Any) -> np.dtype:
-    while isinstance(value, Node):
-        value = value.value
+    value = value_of(value)
     dtype = np.result_type(value)
     return dtype if dtype.kind in "fc" else np.dtype(np.float64)
 
@@ -132,7 +122,7 @@ def _push(tape: ForwardTape, node: Branch) -> Any:
     tangents = tape.tangents
     total = None
     y = node.value
-    for i in node.parents:
+    for i in node.node_args:
         a = args[i]
         if isinstance(a, Node):
             xdot = tangents.get(a.pos)

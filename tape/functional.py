@@ -8,76 +8,28 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .core import Leaf, Node, Tape, gc_paused, is_duck_array
+from sensitivities.registry import value_of
+
+from .errors import format_site
+from .node import Node
+from .recording import is_duck_array
+from .records import Leaf, Tape, gc_paused
 from .reverse import propagate, reverse_tape
+from .trees import tree_flatten, tree_unflatten
 
-__all__ = ["grad", "value_and_grad", "tree_flatten", "tree_unflatten"]
-
-
-# -- containers of arguments: tuples, lists, dicts and namedtuples of arrays ---------------
-
-
-def tree_flatten(tree: Any) -> tuple[list, Any]:
-    """The leaves of nested tuples, lists, dicts and namedtuples, and how to rebuild them."""
-    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
-        children = list(tree)
-        kind = ("namedtuple", type(tree))
-    elif type(tree) in (tuple, list):
-        children = list(tree)
-        kind = (type(tree).__name__, type(tree))
-    elif isinstance(tree, dict):
-        children = list(tree.values())
-        kind = ("dict", (type(tree), list(tree.keys())))
-    else:
-        return [tree], None
-    leaves, defs = [], []
-    for child in children:
-        child_leaves, child_def = tree_flatten(child)
-        leaves += child_leaves
-        defs.append((len(child_leaves), child_def))
-    return leaves, (kind, defs)
-
-
-def tree_unflatten(treedef: Any, leaves: Sequence) -> Any:
-    """The inverse of ``tree_flatten``."""
-    if treedef is None:
-        return leaves[0]
-    (kind, info), defs = treedef
-    children, start = [], 0
-    for count, child_def in defs:
-        children.append(tree_unflatten(child_def, leaves[start : start + count]))
-        start += count
-    if kind == "namedtuple":
-        return info(*children)
-    if kind == "dict":
-        cls, keys = info
-        return cls(zip(keys, children))
-    return info(children)
-
-
-def tree_leaves_like(tree: Any, treedef: Any) -> list | None:
-    """The leaves of ``tree`` in the order ``treedef`` gives them (a dict's entries by
-    key, whatever order ``tree`` lists them in), or None where ``tree`` has another
-    structure: how a tangent or cotangent is paired with the values it belongs to."""
-    if treedef is None:
-        return [tree]
-    (kind, info), defs = treedef
-    if kind == "dict":
-        keys = info[1]
-        if not isinstance(tree, dict) or len(tree) != len(keys) or any(k not in tree for k in keys):
-            return None
-        children = [tree[k] for k in keys]
-    elif isinstance(tree, (tuple, list)) and len(tree) == len(defs):
-        children = list(tree)
-    else:
-        return None
-    leaves: list = []
-    for child, (_, child_def) in zip(children, defs):
-        child_leaves = tree_leaves_like(child, child_def)
-        if child_leaves is None:
-            return None
-        leaves += child_leaves
-    return leaves
+__all__ = [
+    "grad",
+    "value_and_grad",
+    "normalise_argnums",
+    "check_input",
+    "check_output",
+    "record_inputs",
+    "input_gradients",
+    "as_input_type",
+    "zeros_like_input",
+    "own_array",
+    "split_aux",
+]
 
 
 # -- grad -------------------------------------------------------------------------------
@@ -96,10 +48,9 @@ def _argument_name(f: Callable, i: int) -> str:
     return f"argument {i}"
 
 
-def _check_input(f: Callable, i: int, leaf: Any) -> None:
-    value = leaf
-    while isinstance(value, Node):
-        value = value.value
+def check_input(f: Callable, i: int, leaf: Any) -> None:
+    """A clear TypeError unless ``leaf`` of argument ``i`` of ``f`` can be differentiated."""
+    value = value_of(leaf)
     dtype = getattr(value, "dtype", None)
     if dtype is None:
         if isinstance(value, (bool, int)):
@@ -121,7 +72,7 @@ def _check_input(f: Callable, i: int, leaf: Any) -> None:
         )
 
 
-def _as_input_type(g: Any, x: Any) -> Any:
+def as_input_type(g: Any, x: Any) -> Any:
     """The gradient ``g`` with the shape, dtype and kind (float or array) of input ``x``."""
     if isinstance(g, Node):  # an outer tape's node, under nested differentiation
         if np.iscomplexobj(g) and not np.iscomplexobj(x):
@@ -173,15 +124,16 @@ def _as_duck_array(g: Any, x: Any, dtype: np.dtype) -> Any:
     return g
 
 
-def _zeros_like_input(x: Any) -> Any:
-    while isinstance(x, Node):
-        x = x.value
+def zeros_like_input(x: Any) -> Any:
+    """The gradient of an input the output does not depend on."""
+    x = value_of(x)
     if isinstance(x, (float, complex)):
         return type(x)(0)
     return np.zeros_like(x)
 
 
-def _normalise_argnums(argnums: Any, nargs: int, fname: str) -> tuple[tuple[int, ...], bool]:
+def normalise_argnums(argnums: Any, nargs: int, fname: str) -> tuple[tuple[int, ...], bool]:
+    """``argnums`` as a tuple of distinct non-negative positions, and whether it was one int."""
     if argnums is None:
         return tuple(range(nargs)), False
     single = isinstance(argnums, int) and not isinstance(argnums, bool)
@@ -199,6 +151,20 @@ def _normalise_argnums(argnums: Any, nargs: int, fname: str) -> tuple[tuple[int,
     return nums, single
 
 
+def check_output(value: Any, fname: str, who: str) -> None:
+    """A clear TypeError unless ``value``, what ``fname`` returned, is a real scalar."""
+    if type(value) is np.float64 or type(value) is float:
+        return  # the common case, surely fine
+    shape = np.shape(value)
+    if shape != ():
+        raise TypeError(
+            f"{who} needs {fname} to return a scalar, but it returned shape {shape}; "
+            "use jacobian or vjp for non-scalar outputs, or reduce the output (np.sum)"
+        )
+    if np.iscomplexobj(value):
+        raise TypeError(f"{who} needs {fname} to return a real scalar, got a complex one")
+
+
 def record_inputs(f: Callable, tape: Tape, args: tuple, nums: tuple) -> tuple[list, dict]:
     """``args`` with the leaves of ``args[i]`` (i in ``nums``) recorded on ``tape``, and
     for each such i the leaves, their structure and their nodes."""
@@ -207,7 +173,7 @@ def record_inputs(f: Callable, tape: Tape, args: tuple, nums: tuple) -> tuple[li
     for i in nums:
         leaves, treedef = tree_flatten(args[i])
         for leaf in leaves:
-            _check_input(f, i, leaf)
+            check_input(f, i, leaf)
         nodes = [Leaf(tape, leaf) for leaf in leaves]
         inputs[i] = (leaves, treedef, nodes)
         args[i] = tree_unflatten(treedef, nodes)
@@ -223,7 +189,7 @@ def input_gradients(inputs: dict, nums: tuple, adjoint: Any) -> list:
         gs = []
         for x, node in zip(leaves, nodes):
             g = None if adjoint is None else adjoint[node.pos]
-            g = _zeros_like_input(x) if g is None else _as_input_type(g, x)
+            g = zeros_like_input(x) if g is None else as_input_type(g, x)
             gs.append(own_array(g, handed))
         grads.append(tree_unflatten(treedef, gs))
     return grads
@@ -257,7 +223,7 @@ def _forward_and_reverse(
     f: Callable, argnums: Any, args: tuple, kwargs: dict, who: str, has_aux: bool = False
 ):
     fname = getattr(f, "__name__", "f")
-    nums, single = _normalise_argnums(argnums, len(args), fname)
+    nums, single = normalise_argnums(argnums, len(args), fname)
     if not nums:
         raise ValueError(
             f"{who} needs at least one argument to differentiate {fname} with respect to"
@@ -272,15 +238,7 @@ def _forward_and_reverse(
         if has_aux:
             out, aux = split_aux(out, tape, fname, who)
         value = out.value if isinstance(out, Node) and out.tape is tape else out
-        if type(value) is not np.float64 and type(value) is not float:  # else surely fine
-            shape = np.shape(value)
-            if shape != ():
-                raise TypeError(
-                    f"{who} needs {fname} to return a scalar, but it returned shape {shape}; "
-                    "use jacobian or vjp for non-scalar outputs, or reduce the output (np.sum)"
-                )
-            if np.iscomplexobj(value):
-                raise TypeError(f"{who} needs {fname} to return a real scalar, got a complex one")
+        check_output(value, fname, who)
         if isinstance(out, Node) and out.tape is tape:
             try:
                 # a Dask or CuPy output is seeded in its own library, so that no rule
@@ -306,7 +264,6 @@ def _locate(error: Exception, tape: Tape, f: Callable, args: tuple, kwargs: dict
     the reverse pass fails: it records ``f`` once more under ``debug()`` and reads the site
     of the record at the same position, if that record is the same call.
     """
-    from .core import format_site
     from .debugging import debug
 
     pos = getattr(error, "tape_position", None)

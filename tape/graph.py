@@ -30,18 +30,18 @@ digraph tape {
 from __future__ import annotations
 
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from sensitivities.registry import function_name
 
-from .core import Branch, Node
 from .display import dtype_name, preview
+from .node import Node
 
-if TYPE_CHECKING:
-    from .core import Tape
-    from .reverse import ReverseTape
+# A tape and its reverse tape are read through their records and adjoints only: this
+# module imports neither class, so that Tape can offer to_dot without an import circle.
+Tape = ReverseTape = Any
 
 __all__ = ["to_dot", "draw", "svg"]
 
@@ -157,7 +157,7 @@ def _value_label(value: Any) -> str:
     return f"{dtype_name(value)} {_short(preview(value))}"
 
 
-def _call_name(node: Branch) -> str:
+def _call_name(node: Node) -> str:
     name = function_name(node.f)
     simple = {k: v for k, v in node.kwargs.items() if isinstance(v, (int, float, str, tuple))}
     if simple:
@@ -167,7 +167,7 @@ def _call_name(node: Branch) -> str:
 
 def _record(node: Node, tape: Tape, constants: bool) -> list[str]:
     pos = node.pos
-    if not isinstance(node, Branch):
+    if not _is_branch(node):
         label = f"[{pos}] Leaf\n{_value_label(node.value)}"
         return [f"n{pos} [label={_quote(label)}, {_LEAF_STYLE}];"]
     label = f"[{pos}] {_call_name(node)}\n{_value_label(node.value)}"
@@ -220,7 +220,7 @@ def _adjoints(tape: Tape, rtape: ReverseTape) -> list[str]:
             style = 'style="rounded,filled", fillcolor="#e3f4e1"'
         lines.append(f"r{pos} [label={_quote(label)}, shape=box, {style}];")
     for node in tape.records:
-        if isinstance(node, Branch):
+        if _is_branch(node):
             for arg in node.args:
                 elements = arg if type(arg) in (list, tuple) else (arg,)
                 for element in elements:
@@ -229,3 +229,7 @@ def _adjoints(tape: Tape, rtape: ReverseTape) -> list[str]:
                         # points back, the way the adjoint flows
                         lines.append(f"r{element.pos} -> r{node.pos} [dir=back];")
     return lines
+
+
+def _is_branch(node: Any) -> bool:
+    return isinstance(node, Node) and hasattr(node, "f")  # a Leaf has no function

@@ -9,18 +9,12 @@ import numpy as np
 from sensitivities import registry
 from sensitivities.registry import function_name
 
-from . import core
-from .core import (
-    Branch,
-    MutationError,
-    Node,
-    Tape,
-    describe,
-    gc_paused,
-    is_duck_array,
-    verify,
-)
 from .display import dtype_name, preview
+from .errors import AnomalyError, MutationError, describe
+from .mutation import verify
+from .node import Node
+from .recording import is_duck_array
+from .records import Branch, Tape, gc_paused, observing
 
 __all__ = ["ReverseTape", "reverse_tape", "propagate"]
 
@@ -129,12 +123,8 @@ def propagate(tape: Tape, rtape: ReverseTape, *, free: bool = False) -> ReverseT
             f"the reverse tape has {len(rtape.adjoints)} slots but the tape now has "
             f"{len(tape.records)} records; make the reverse tape after recording"
         )
-    check = None  # under tape.detect_anomaly(), each contribution is checked as it is made
-    if core._watching:
-        from .debugging import _check_adjoints, anomaly_detected
-
-        if anomaly_detected():
-            check = _check_adjoints
+    observer = observing.get()  # under tape.detect_anomaly(), each Branch's contributions
+    check = None if observer is None else observer.propagated  # are checked as they are made
     records = tape.records
     adjoints = rtape.adjoints
     pos = len(records)
@@ -162,8 +152,6 @@ def propagate(tape: Tape, rtape: ReverseTape, *, free: bool = False) -> ReverseT
 def _explain(error: Exception, records: list, pos: int) -> None:
     """Add to ``error`` which record the reverse pass was working on, and where it was
     recorded: the rule's own traceback ends inside the rule, far from the user's code."""
-    from .debugging import AnomalyError
-
     if isinstance(error, (MutationError, AnomalyError)) or not 0 <= pos < len(records):
         return  # these name their record already
     node = records[pos]
@@ -189,7 +177,7 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
         kwargs = dict(kwargs, pre=rules.pre(y, ybar, *vals, **kwargs))
     plain = None if rules.update or rules.typed else rules.plain  # the common, fast case
     adjoints = rtape.adjoints
-    for i in node.parents:
+    for i in node.node_args:
         arg = args[i]
         if isinstance(arg, Node):
             if plain is not None:
@@ -214,7 +202,7 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
                     _accumulate(rtape, element, xbar, f, i)
 
 
-_rules_of = registry._registry.__getitem__
+_rules_of = registry.lookup
 _ndarray = np.ndarray
 _SCALARS = (float, np.float64)  # shape () for sure: no need to ask np.shape
 

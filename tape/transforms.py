@@ -13,41 +13,24 @@ from typing import Any
 
 import numpy as np
 
-from sensitivities.registry import primitive, pushforward, sensitivity
+from sensitivities import checkpointed
+from sensitivities.registry import value_of
 
-from .core import Leaf, Node, Tape, gc_paused
 from .forward import ForwardTape, push_forward
-from .functional import (
-    _check_input,
-    _normalise_argnums,
-    input_gradients,
-    record_inputs,
-    tree_flatten,
-    tree_leaves_like,
-    tree_unflatten,
-)
+from .functional import check_input, input_gradients, normalise_argnums, record_inputs
+from .node import Node
+from .records import Leaf, Tape, gc_paused
 from .reverse import ReverseTape, propagate
+from .trees import tree_flatten, tree_leaves_like, tree_map, tree_unflatten
 
 __all__ = ["jvp", "vjp", "jacobian", "hessian", "hvp", "checkpoint", "stop_gradient"]
-
-
-def _plain(x: Any) -> Any:
-    while isinstance(x, Node):
-        x = x.value
-    return x
-
-
-def _stripped(tree: Any) -> Any:
-    """``tree`` with every node replaced by its plain value, at every level."""
-    leaves, treedef = tree_flatten(tree)
-    return tree_unflatten(treedef, [_plain(a) for a in leaves])
 
 
 def _like(t: Any, *values: Any) -> Any:
     """A plain derivative in the dtype of the values it relates (float32 stays float32)."""
     if not isinstance(t, (np.ndarray, np.generic)):
         return t
-    dtypes = [np.result_type(_plain(v)) for v in values]
+    dtypes = [np.result_type(value_of(v)) for v in values]
     if not all(d.kind in "fc" for d in dtypes):
         return t
     return t.astype(np.result_type(*dtypes), copy=False)
@@ -95,7 +78,7 @@ def _directions(primals: list, tangents: list) -> tuple[int, bool]:
 
 def _as_tangent(t: Any, x: Any, batched: bool) -> Any:
     if not isinstance(t, Node):
-        dtype = np.result_type(_plain(x))
+        dtype = np.result_type(value_of(x))
         t = np.asarray(t, dtype=dtype if dtype.kind in "fc" else np.float64)
     return t if batched else t[None]
 
@@ -133,7 +116,7 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple[Any, Any]:
             raise ValueError(f"the tangent of argument {i} does not have the primal's structure")
         for leaf, tangent in zip(xl, tl):
             if tangent is not None:
-                _check_input(f, i, leaf)
+                check_input(f, i, leaf)
         leaves += xl
         tleaves += tl
         treedefs.append((len(xl), xd))
@@ -195,7 +178,7 @@ class _Pullback:
         rtape = ReverseTape(self.tape)
         seeded = False
         for out, yb in zip(self.outs, ybars):
-            shape = np.shape(_plain(out))
+            shape = np.shape(value_of(out))
             if np.shape(yb) != shape:
                 raise ValueError(
                     f"a cotangent of shape {np.shape(yb)} was given for an output of shape {shape}"
@@ -250,7 +233,7 @@ def _identity_blocks(xs: list, k: int) -> list:
     the directions ``offset_i .. offset_i + size_i``."""
     tangents, offset = [], 0
     for x in xs:
-        value = _plain(x)
+        value = value_of(x)
         n = int(np.size(value))
         dtype = np.result_type(value)
         t = np.zeros((k, n), dtype=dtype if dtype.kind in "fc" else np.float64)
@@ -279,12 +262,12 @@ def _check_jacobian_input(f, i, x):
             f"jacobian differentiates with respect to arrays and floats; argument {i} is a "
             f"{type(x).__name__} (pass its parts as separate arguments)"
         )
-    _check_input(f, i, x)
+    check_input(f, i, x)
 
 
 def _jacobian_fwd(f, nums, args, kwargs):
     xs = [args[i] for i in nums]
-    sizes = [int(np.size(_plain(x))) for x in xs]
+    sizes = [int(np.size(value_of(x))) for x in xs]
     k = sum(sizes)
     seeds = dict(zip(nums, _identity_blocks(xs, k)))
     tangents = [seeds.get(i) for i in range(len(args))]
@@ -295,7 +278,7 @@ def _jacobian_fwd(f, nums, args, kwargs):
     finally:
         tape.records.clear()
         tape.tangents.clear()
-    shapes = [np.shape(_plain(x)) for x in xs]
+    shapes = [np.shape(value_of(x)) for x in xs]
     jacs = [_blocks(t, sizes, np.shape(t)[1:], shapes) for t in ydots]
     return out_def, [[_like(j, o, x) for j, x in zip(js, xs)] for js, o in zip(jacs, outs)]
 
@@ -308,7 +291,7 @@ def _jacobian_rev(f, nums, args, kwargs):
     blocks = _identity_blocks(outs, k)
     # A real input's gradient keeps Re(ybar J): for a complex output, the cotangents
     # -i e_k give Im(J), pushed as k more directions of the same pass.
-    real_inputs = [not np.iscomplexobj(_plain(args[i])) for i in nums]
+    real_inputs = [not np.iscomplexobj(value_of(args[i])) for i in nums]
     split = any(real_inputs) and any(np.iscomplexobj(o) for o in outs)
     if split:
         blocks = [np.concatenate([t, -1j * t]) for t in blocks]
@@ -365,14 +348,14 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0, mode: str = "auto") 
 
     @functools.wraps(f)
     def jacobian_of(*args: Any, **kwargs: Any):
-        nums, single = _normalise_argnums(argnums, len(args), getattr(f, "__name__", "f"))
+        nums, single = normalise_argnums(argnums, len(args), getattr(f, "__name__", "f"))
         for i in nums:
             _check_jacobian_input(f, i, args[i])
         how = mode
         if how == "auto":
             # the output's size decides; a run on plain values finds it, recording nothing
-            plain = [_stripped(a) for a in args]
-            out = f(*plain, **{k: _stripped(v) for k, v in kwargs.items()})
+            plain = [tree_map(value_of, a) for a in args]
+            out = f(*plain, **{k: tree_map(value_of, v) for k, v in kwargs.items()})
             n_out = sum(int(np.size(o)) for o in tree_flatten(out)[0])
             n_in = sum(int(np.size(plain[i])) for i in nums)
             how = "fwd" if n_in < n_out else "rev"
@@ -436,7 +419,7 @@ def hvp(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         if not args:
             raise TypeError("hvp(f)(*args, v) needs the arguments of f and then v")
         *args, v = args
-        nums, single = _normalise_argnums(argnums, len(args), getattr(f, "__name__", "f"))
+        nums, single = normalise_argnums(argnums, len(args), getattr(f, "__name__", "f"))
         tangents: list = [None] * len(args)
         for i, vi in zip(nums, (v,) if single else v):
             tangents[i] = vi
@@ -456,52 +439,50 @@ def stop_gradient(x: Any) -> Any:
     >>> grad(lambda x: x * stop_gradient(x))(3.0)  # d/dx [x * c] with c = x = 3
     (3.0,)
     """
-    return _stripped(x)
+    return tree_map(value_of, x)
 
 
 # -- checkpointing -------------------------------------------------------------------------
 
 
-@primitive
-def checkpointed(fn: Callable, leaves: tuple) -> Any:
-    """``fn(*leaves)`` recorded as one Branch: what ``checkpoint`` records."""
-    return fn(*leaves)
-
-
 def _differentiable(x: Any) -> bool:
-    x = _plain(x)
+    x = value_of(x)
     return isinstance(x, (float, complex, np.inexact)) or (
         isinstance(x, np.ndarray) and x.dtype.kind in "fc"
     )
 
 
-@sensitivity(checkpointed, 1)
-def _(y, ybar, fn, leaves):
-    # run fn again on a fresh tape and take its reverse pass: the records live only
-    # while this one Branch's adjoints are computed
-    tape = Tape()
-    nodes = [Leaf(tape, x) if _differentiable(x) else x for x in leaves]
-    try:
-        out = fn(*nodes)
-        if not (isinstance(out, Node) and out.tape is tape):
-            return [None] * len(leaves)
-        rtape = ReverseTape(tape)
-        rtape.adjoints[out.pos] = ybar
-        adjoints = propagate(tape, rtape).adjoints
-        return [adjoints[n.pos] if isinstance(n, Node) and n.tape is tape else None for n in nodes]
-    finally:
-        tape.records.clear()
+class _Rerun:
+    """What the checkpoint rule (``sensitivities.checkpoint``) needs of the engine: ``fn``
+    run again on a fresh tape, for its adjoints or its tangent. The records live only
+    while one Branch's derivatives are computed."""
 
+    @staticmethod
+    def pullback(fn: Callable, leaves: tuple, ybar: Any) -> list:
+        tape = Tape()
+        nodes = [Leaf(tape, x) if _differentiable(x) else x for x in leaves]
+        try:
+            out = fn(*nodes)
+            if not (isinstance(out, Node) and out.tape is tape):
+                return [None] * len(leaves)
+            rtape = ReverseTape(tape)
+            rtape.adjoints[out.pos] = ybar
+            adjoints = propagate(tape, rtape).adjoints
+            return [
+                adjoints[n.pos] if isinstance(n, Node) and n.tape is tape else None for n in nodes
+            ]
+        finally:
+            tape.records.clear()
 
-@pushforward(checkpointed, 1)
-def _(y, xdots, fn, leaves):
-    k = next(np.shape(t)[0] for t in xdots if t is not None)
-    out, tape = push_forward(fn, leaves, {}, xdots, k)
-    try:
-        return tape.tangent(out) if isinstance(out, Node) and out.tape is tape else None
-    finally:
-        tape.records.clear()
-        tape.tangents.clear()
+    @staticmethod
+    def pushforward(fn: Callable, leaves: tuple, xdots: list) -> Any:
+        k = next(np.shape(t)[0] for t in xdots if t is not None)
+        out, tape = push_forward(fn, leaves, {}, xdots, k)
+        try:
+            return tape.tangent(out) if isinstance(out, Node) and out.tape is tape else None
+        finally:
+            tape.records.clear()
+            tape.tangents.clear()
 
 
 def checkpoint(f: Callable) -> Callable:
@@ -533,7 +514,7 @@ def checkpoint(f: Callable) -> Callable:
         def fn(*xs):
             return f(*tree_unflatten(treedef, list(xs)), **kwargs)
 
-        out = checkpointed(fn, tuple(leaves))
+        out = checkpointed(fn, tuple(leaves), _Rerun)
         if isinstance(out, Node):
             inner = out.value
             if isinstance(inner, Node) and inner.tape is out.tape:
@@ -542,10 +523,10 @@ def checkpoint(f: Callable) -> Callable:
                     "that it was not given as an argument (a closure or a global): pass it "
                     "as an argument, so that the recomputation can differentiate it"
                 )
-            if not isinstance(_plain(inner), (float, complex, np.generic, np.ndarray)):
+            if not isinstance(value_of(inner), (float, complex, np.generic, np.ndarray)):
                 raise TypeError(
                     f"checkpoint({getattr(f, '__name__', 'f')}) returns "
-                    f"{type(_plain(inner)).__name__}: a checkpointed function returns one array"
+                    f"{type(value_of(inner)).__name__}: a checkpointed function returns one array"
                 )
         return out
 

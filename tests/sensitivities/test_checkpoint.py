@@ -2,8 +2,8 @@
 
 import numpy as np
 
+from sensitivities.checkpoint import checkpointed
 from tape import checkpoint
-from tape.transforms import checkpointed
 from tests.sensitivities.cases import Case, rule_test
 from tests.strategies import SHAPES, arrays
 

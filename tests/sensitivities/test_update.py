@@ -3,7 +3,7 @@
 import numpy as np
 from hypothesis import strategies as st
 
-from tape.update import add_at, multiply_at, set_at
+from sensitivities.update import add_at, multiply_at, set_at
 from tests.sensitivities.cases import Case, rule_test
 from tests.strategies import arrays
 

@@ -164,13 +164,13 @@ def test_gradients_of_inputs_that_share_an_adjoint_are_separate_arrays(transform
     np.testing.assert_array_equal(gy, c)
 
 
-def test_branch_records_its_unboxed_arguments_and_parent_positions():
+def test_branch_records_its_unboxed_arguments_and_node_positions():
     t = Tape()
     x = Leaf(t, np.array([1.0, 2.0]))
     y = np.concatenate([x, np.ones(1)])
     z = 2.0 * y
-    assert z.vals[0] == 2.0 and z.vals[1] is y.value and z.parents == (1,)
-    assert y.parents == (0,) and y.vals[0][0] is x.value
+    assert z.vals[0] == 2.0 and z.vals[1] is y.value and z.node_args == (1,)
+    assert y.node_args == (0,) and y.vals[0][0] is x.value
     rt = propagate(t, reverse_tape(np.sum(z)))
     np.testing.assert_array_equal(rt[x], [2.0, 2.0])
 
@@ -180,7 +180,7 @@ def test_a_branch_made_by_hand_is_one_recording_makes():
     x = Leaf(t, 0.5)
     by_hand = Branch(t, np.sin(0.5), np.sin, (x,), {}, (0.5,), (0,))
     recorded = np.sin(x)
-    for slot in ("value", "f", "args", "kwargs", "vals", "parents", "seal", "tape"):
+    for slot in ("value", "f", "args", "kwargs", "vals", "node_args", "seal", "tape"):
         assert getattr(by_hand, slot) == getattr(recorded, slot), slot
     assert (by_hand.pos, recorded.pos) == (1, 2)
     rt = propagate(t, reverse_tape(by_hand + recorded))

@@ -10,7 +10,7 @@ import pytest
 
 import tape
 from tape import AnomalyError, debug, detect_anomaly, grad, recorded_at
-from tape.core import gc_paused
+from tape.records import gc_paused, observing
 
 RNG = np.random.default_rng(11)
 
@@ -75,7 +75,7 @@ def test_debug_mode_belongs_to_its_thread():
         th.join()
     assert seen["debugged"] is not None and seen["debugged"][0] == __file__
     assert seen["plain"] is None
-    assert tape.core._watching == 0
+    assert observing.get() is None
 
 
 def test_anomaly_mode_in_one_thread_does_not_raise_in_another():
@@ -113,7 +113,7 @@ def test_failures_in_threads_leave_no_state():
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(bad, range(12)))
     assert results == [pytest.approx(np.cos(0.5))] * 12
-    assert gc.isenabled() and tape.core._gc_pauses == 0
+    assert gc.isenabled() and tape.records._gc_pauses == 0
 
 
 def test_gc_pause_is_counted_and_restores_the_collector_state():

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from sensitivities.registry import primitive, sensitivity
+from .registry import primitive, sensitivity
 
 __all__ = ["at"]
 

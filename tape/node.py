@@ -1,0 +1,336 @@
+"""The node's operator surface: a recorded value that behaves like its value.
+
+Every operator, ndarray method and attribute of ``Node`` is the NumPy function it means,
+handed to ``recording.apply``; NumPy's protocols (``__array_ufunc__``,
+``__array_function__``) bring plain ``np.*`` calls to the same place. Nothing here
+decides anything about the tape: that is recording's business.
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from sensitivities import astype, registry
+from sensitivities.counterparts import scipy_caller
+
+from .errors import (
+    TO_ARRAY,
+    TO_NUMBER,
+    NodeConversionError,
+    in_place,
+    out_keyword,
+    scipy_conversion,
+)
+from .recording import Record, apply, plain, record_primitive
+
+__all__ = ["Node"]
+
+
+def _recorded_method(f: Callable) -> Callable:
+    """The ndarray method ``x.name(*args, **kwargs)``, recorded as ``f(x, *args, **kwargs)``."""
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return apply(f, (self, *args), kwargs)
+
+    method.__name__ = f.__name__
+    return method
+
+
+def _in_place(name: str, instead: str) -> Callable:
+    def method(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(in_place(name, instead))
+
+    method.__name__ = name
+    return method
+
+
+class Node(Record):
+    """A recorded value, the base of ``Leaf`` and ``Branch``. It behaves like the value:
+    arithmetic, ``@``, indexing, ``.shape``, and every NumPy function, each recorded on
+    the node's tape.
+    Comparisons return plain results, so that Python control flow works.
+
+    >>> import numpy as np
+    >>> from tape import Tape, Leaf
+    >>> x = Leaf(Tape(), np.array([1.0, -2.0]))
+    >>> y = 2 * x[::-1] @ x.T
+    >>> y
+    Branch{float64} -8.0 f=matmul
+    >>> bool(x[0] > 0)  # comparisons give plain results, for if and while
+    True
+    """
+
+    __slots__ = ()
+    __array_priority__ = 1000.0  # NumPy defers binary operators to us
+    __hash__ = object.__hash__  # __eq__ is elementwise, identity still hashes
+
+    value: Any
+    tape: Any
+    pos: int
+    seal: list | None  # fingerprints of the mutable arrays the reverse pass will read
+
+    # -- NumPy's protocols -------------------------------------------------------------
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method == "__call__" and not kwargs:
+            return apply(ufunc, inputs)  # np.sin(x): the common call, first
+        if kwargs.get("out") is not None:
+            raise TypeError(out_keyword(ufunc))
+        if method == "__call__":
+            return apply(ufunc, inputs, kwargs)
+        if method == "at":
+            raise TypeError(
+                f"np.{ufunc.__name__}.at updates an array in place, which the tape cannot "
+                "record; use the functional update tape.at(x)[index].add(v) (or .multiply, "
+                ".set), or build a new array (np.where, np.concatenate, np.stack)"
+            )
+        bound = getattr(ufunc, method)
+        rules = registry.lookup(ufunc)
+        if registry.lookup(bound) is None and rules is not None and rules.nondiff:
+            return plain(bound, inputs, kwargs)
+        return apply(bound, inputs, kwargs)
+
+    def __array_function__(self, func: Callable, types: Any, args: tuple, kwargs: dict) -> Any:
+        return apply(func, args, kwargs)
+
+    # a primitive (sensitivities.registry.primitive) hands a call that meets a node here
+    __record_call__ = staticmethod(record_primitive)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        counterpart = scipy_caller(sys._getframe(1))
+        if counterpart:
+            raise NodeConversionError(scipy_conversion(*counterpart))
+        raise NodeConversionError(TO_ARRAY)
+
+    def __float__(self) -> float:
+        raise NodeConversionError(TO_NUMBER)
+
+    __int__ = __complex__ = __index__ = __float__
+
+    def __bool__(self) -> bool:
+        return plain(bool, (self,))
+
+    # -- arithmetic, each recorded as the NumPy ufunc it means ----------------------------
+
+    def __add__(self, other: Any) -> Any:
+        return apply(np.add, (self, other))
+
+    def __radd__(self, other: Any) -> Any:
+        return apply(np.add, (other, self))
+
+    def __sub__(self, other: Any) -> Any:
+        return apply(np.subtract, (self, other))
+
+    def __rsub__(self, other: Any) -> Any:
+        return apply(np.subtract, (other, self))
+
+    def __mul__(self, other: Any) -> Any:
+        return apply(np.multiply, (self, other))
+
+    def __rmul__(self, other: Any) -> Any:
+        return apply(np.multiply, (other, self))
+
+    def __truediv__(self, other: Any) -> Any:
+        return apply(np.true_divide, (self, other))
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return apply(np.true_divide, (other, self))
+
+    def __floordiv__(self, other: Any) -> Any:
+        return apply(np.floor_divide, (self, other))
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return apply(np.floor_divide, (other, self))
+
+    def __mod__(self, other: Any) -> Any:
+        return apply(np.remainder, (self, other))
+
+    def __rmod__(self, other: Any) -> Any:
+        return apply(np.remainder, (other, self))
+
+    def __pow__(self, other: Any) -> Any:
+        return apply(np.power, (self, other))
+
+    def __rpow__(self, other: Any) -> Any:
+        return apply(np.power, (other, self))
+
+    def __matmul__(self, other: Any) -> Any:
+        return apply(np.matmul, (self, other))
+
+    def __rmatmul__(self, other: Any) -> Any:
+        return apply(np.matmul, (other, self))
+
+    def __neg__(self) -> Any:
+        return apply(np.negative, (self,))
+
+    def __pos__(self) -> Any:
+        return apply(np.positive, (self,))
+
+    def __abs__(self) -> Any:
+        return apply(np.absolute, (self,))
+
+    # -- comparisons give plain results -----------------------------------------------
+
+    def __lt__(self, other: Any) -> Any:
+        return apply(np.less, (self, other))
+
+    def __le__(self, other: Any) -> Any:
+        return apply(np.less_equal, (self, other))
+
+    def __gt__(self, other: Any) -> Any:
+        return apply(np.greater, (self, other))
+
+    def __ge__(self, other: Any) -> Any:
+        return apply(np.greater_equal, (self, other))
+
+    def __eq__(self, other: Any) -> Any:
+        return apply(np.equal, (self, other))
+
+    def __ne__(self, other: Any) -> Any:
+        return apply(np.not_equal, (self, other))
+
+    # -- indexing and the array attributes ---------------------------------------------
+
+    def __getitem__(self, index: Any) -> Any:
+        return apply(operator.getitem, (self, index))
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise TypeError(
+            "nodes are immutable: x[i] = v cannot be recorded on the tape. Use the "
+            "functional update x = tape.at(x)[i].set(v) (or .add(v), .multiply(v)), "
+            "differentiable with respect to both x and v, or build the array from its "
+            "parts with np.where(mask, v, x), np.stack or np.concatenate"
+        )
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in range(len(self)):
+            yield self[i]
+
+    @property
+    def shape(self) -> tuple:
+        return np.shape(self.value)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    @property
+    def dtype(self) -> np.dtype:
+        value = registry.value_of(self)
+        return getattr(value, "dtype", None) or np.result_type(value)
+
+    @property
+    def T(self) -> Any:
+        return apply(np.transpose, (self,))
+
+    @property
+    def real(self) -> Any:
+        return apply(np.real, (self,))
+
+    @property
+    def imag(self) -> Any:
+        return apply(np.imag, (self,))
+
+    # -- the ndarray methods people call, recorded as the NumPy functions ---------------
+
+    sum = _recorded_method(np.sum)
+    mean = _recorded_method(np.mean)
+    max = _recorded_method(np.max)
+    min = _recorded_method(np.min)
+    prod = _recorded_method(np.prod)
+    var = _recorded_method(np.var)
+    std = _recorded_method(np.std)
+    cumsum = _recorded_method(np.cumsum)
+    cumprod = _recorded_method(np.cumprod)
+    argmax = _recorded_method(np.argmax)
+    argmin = _recorded_method(np.argmin)
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = shape[0]
+        return apply(np.reshape, (self, shape), kwargs)
+
+    def transpose(self, *axes: Any) -> Any:
+        if len(axes) == 1 and not isinstance(axes[0], int):
+            axes = axes[0]
+        return apply(np.transpose, (self, axes or None))
+
+    def dot(self, other: Any) -> Any:
+        return apply(np.dot, (self, other))
+
+    ravel = _recorded_method(np.ravel)
+
+    def flatten(self) -> Any:
+        return apply(np.ravel, (self,))
+
+    squeeze = _recorded_method(np.squeeze)
+
+    def swapaxes(self, axis1: Any, axis2: Any) -> Any:
+        return apply(np.swapaxes, (self, axis1, axis2))
+
+    def astype(self, dtype: Any, **kwargs: Any) -> Any:
+        return apply(astype, (self, dtype), kwargs)
+
+    clip = _recorded_method(np.clip)
+
+    def conj(self) -> Any:
+        return apply(np.conjugate, (self,))
+
+    conjugate = conj
+
+    diagonal = _recorded_method(np.diagonal)
+    trace = _recorded_method(np.trace)
+    repeat = _recorded_method(np.repeat)
+    take = _recorded_method(np.take)
+
+    def compress(self, condition: Any, axis: Any = None) -> Any:
+        return apply(np.compress, (condition, self), {"axis": axis})
+
+    copy = _recorded_method(np.copy)
+    round = _recorded_method(np.round)
+    all = _recorded_method(np.all)
+    any = _recorded_method(np.any)
+    argsort = _recorded_method(np.argsort)
+
+    def nonzero(self) -> Any:
+        return apply(np.nonzero, (self,))
+
+    searchsorted = _recorded_method(np.searchsorted)
+
+    @property
+    def mT(self) -> Any:
+        return apply(np.matrix_transpose, (self,))
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
+
+    # ndarray methods that change the array in place have no recordable meaning
+    sort = _in_place("sort", "the sorted copy x = np.sort(x)")
+    partition = _in_place("partition", "x = np.partition(x, kth)")
+    fill = _in_place("fill", "np.full_like(x, v), or np.where(mask, v, x)")
+    put = _in_place("put", "the functional update x = tape.at(x)[indices].set(v)")
+    resize = _in_place("resize", "x = np.resize(x, shape)")
+
+    def item(self, *args: Any) -> Any:
+        raise NodeConversionError(
+            "node.item() would return a plain number and lose the gradient; index the "
+            "node instead (x[()] or x[i]), or take node.value for a constant"
+        )
+
+    tolist = item

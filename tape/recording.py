@@ -1,0 +1,370 @@
+"""Recording: how a call that meets nodes becomes a Branch.
+
+Nodes reach this module three ways, all ending in ``apply(f, args, kwargs)``: NumPy's
+protocols (``np.sin(x)`` calls ``x.__array_ufunc__``, ``np.sum(x)`` calls
+``x.__array_function__``), the node's operators (``x * y``), and primitives, which
+hand a call that meets a node to the node's ``__record_call__`` (see
+``sensitivities.registry.primitive``). ``apply`` then does one of four things:
+
+- ``f`` has sensitivities: one Branch on the innermost tape among the arguments, whose
+  value is ``f`` on the arguments unwrapped one level (so a node of an outer tape is
+  recorded there in turn, which is what makes nested derivatives work);
+- ``f`` is non-differentiable: ``f`` on the plain values, a constant (``plain``);
+- ``f`` has neither: it is entered, its NumPy implementation running on the nodes and
+  recording its inner calls (``enter``);
+- a node passed by keyword is first moved to its positional place, since rules are keyed
+  by position (``apply_with_keyword_nodes``).
+
+Branches are made by their tape (``tape.branch(...)``), which is what lets a ``Tape``
+subclass decide how a record is added (see ``tape.records``). This module knows records
+only as ``Record``: a value on a tape at a position.
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+from types import MappingProxyType
+from typing import Any, Callable
+
+import numpy as np
+
+from sensitivities import registry
+from sensitivities.registry import function_name
+
+from .errors import (
+    STALE,
+    MissingRuleError,
+    NodeConversionError,
+    how_to_register,
+    keyword_node,
+    missing_rule,
+    out_keyword,
+)
+from .mutation import sealed
+
+__all__ = ["Record", "apply", "plain", "innermost_tape", "is_duck_array", "record_primitive"]
+
+
+class Record:
+    """What recording needs of a node: its ``value``, its ``tape``, its position ``pos``
+    there, and ``seal``, the fingerprints of the mutable arrays the reverse pass will
+    read (None when there are none). ``tape.Node`` adds the operator surface."""
+
+    __slots__ = ("value", "tape", "pos", "seal")
+
+
+def innermost_tape(args: Any) -> Any:
+    """The tape of highest level among the nodes in ``args`` (and in lists/tuples there)."""
+    tape = None
+    for a in args:
+        if isinstance(a, Record):
+            if tape is None or a.tape.level > tape.level:
+                tape = a.tape
+        elif type(a) is list or type(a) is tuple:
+            t = innermost_tape(a)
+            if t is not None and (tape is None or t.level > tape.level):
+                tape = t
+    return tape
+
+
+def is_duck_array(value: Any) -> bool:
+    """Whether ``value`` is an array of another library that speaks NumPy's protocols
+    (a Dask or CuPy array): it has ``__array_function__``, ``__array_ufunc__``, ``shape``
+    and ``dtype``. Nodes and ndarrays are not duck arrays here.
+
+    >>> import numpy as np
+    >>> from tape.recording import is_duck_array
+    >>> is_duck_array(np.ones(2)), is_duck_array(1.0)
+    (False, False)
+    """
+    cls = type(value)
+    return (
+        cls is not np.ndarray
+        and not isinstance(value, (Record, np.generic))
+        and hasattr(cls, "__array_function__")
+        and hasattr(cls, "__array_ufunc__")
+        and hasattr(value, "shape")
+        and hasattr(value, "dtype")
+    )
+
+
+def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
+    """Call ``f(*args, **kwargs)`` where some arguments may be nodes, recording it.
+
+    A function with sensitivities records one Branch on the innermost tape; a
+    non-differentiable one computes on plain values; one with neither is entered
+    (its NumPy implementation runs on the nodes, recording its inner calls).
+    """
+    tape = None  # innermost_tape(args), inline: a call fewer on every record
+    for a in args:
+        if isinstance(a, Record):
+            if tape is None or (a.tape is not tape and a.tape.level > tape.level):
+                tape = a.tape
+        elif type(a) is list or type(a) is tuple:
+            tape = innermost_tape(args)
+            break
+    rules = _rules_of(f)
+    if tape is None or rules is None or rules.nondiff or (kwargs and "out" in kwargs):
+        return _unrecorded(f, tape, rules, args, kwargs)
+    if not tape.records:
+        raise ValueError(STALE)
+    with_rules = rules.argnums
+    seal = None
+    vals = []
+    node_args = ()
+    for i, a in enumerate(args):
+        if isinstance(a, Record):
+            if a.tape is tape:
+                if i not in with_rules:
+                    raise missing_rule(f, i)
+                a = a.value
+                node_args += (i,)
+        elif type(a) is _ndarray:
+            seal = sealed(seal, i, a)
+        elif type(a) is list or type(a) is tuple:
+            a, seal, held = _unwrap_sequence(f, i, a, tape, with_rules, seal)
+            if held:
+                node_args += (i,)
+        vals.append(a)
+    vals = tuple(vals)
+    if kwargs:
+        for k, v in kwargs.items():
+            if type(v) is _ndarray:
+                seal = sealed(seal, k, v)
+            elif isinstance(v, Record) or (
+                (type(v) is list or type(v) is tuple) and innermost_tape(v) is not None
+            ):
+                return apply_with_keyword_nodes(f, args, kwargs)
+        call = f
+    else:
+        kwargs = _NO_KWARGS
+        call = f
+        if f in _SCALAR_ARITHMETIC and (
+            type(vals[0]) in _NUMPY_SCALARS or type(vals[-1]) in _NUMPY_SCALARS
+        ):
+            call = _SCALAR_ARITHMETIC[f]
+    try:
+        value = call(*vals, **kwargs) if kwargs else call(*vals)
+    except Exception as error:
+        _explain_mix(error, f, vals)
+        raise
+    if type(value) is _ndarray and value.base is None:
+        # A result the tape made itself: freezing it costs nothing and stops any later
+        # in-place change at the line that tries it. Views share the data of an array that
+        # is frozen or fingerprinted already.
+        value.setflags(False)  # write=False, passed positionally: a third of the cost
+    return tape.branch(value, f, args, kwargs, vals, _shared(node_args), seal)
+
+
+def _unwrap_sequence(f, i, seq, tape, with_rules, seal):
+    """A list/tuple argument with ``tape``'s nodes unwrapped, its arrays sealed, and
+    whether it held any of ``tape``'s nodes."""
+    out = []
+    held = False
+    for j, b in enumerate(seq):
+        if isinstance(b, Record):
+            if b.tape is tape:
+                if i not in with_rules:
+                    raise missing_rule(f, i)
+                b = b.value
+                held = True
+        elif type(b) is np.ndarray:
+            seal = sealed(seal, (i, j), b)
+        out.append(b)
+    return type(seq)(out), seal, held
+
+
+def _unrecorded(f: Any, tape: Any, rules: Any, args: tuple, kwargs: dict | None) -> Any:
+    """``apply`` for every call that records no Branch of its own: no node among the
+    positional arguments, no rules (entered), not differentiable (plain), or ``out=``."""
+    keyword_only = False
+    if tape is None:
+        if not kwargs:
+            return f(*args)
+        tape = innermost_tape(tuple(kwargs.values()))
+        if tape is None:
+            return f(*args, **kwargs)
+        keyword_only = True  # np.average(x, weights=w): fine to enter, not to record
+    if not tape.records:
+        raise ValueError(STALE)
+    if keyword_only and rules is not None and not rules.nondiff:
+        return apply_with_keyword_nodes(f, args, kwargs)
+    if kwargs and kwargs.get("out") is not None and (rules is None or not rules.nondiff):
+        raise TypeError(out_keyword(f))
+    if rules is None:
+        return enter(f, tape, args, kwargs or {})
+    if rules.nondiff:
+        for keyword, position in rules.guarded:
+            held = kwargs.get(keyword) if kwargs else None
+            if position < len(args):
+                held = args[position]
+            if innermost_tape((held,)) is not None:
+                raise MissingRuleError(
+                    f"{function_name(f)} is not differentiable with respect to {keyword!r}, "
+                    f"which is a node here; {how_to_register(f, position)}"
+                )
+        return plain(f, args, kwargs)
+    return apply(f, args, {k: v for k, v in kwargs.items() if k != "out"})  # out=None
+
+
+def plain(f: Any, args: tuple, kwargs: Any = None) -> Any:
+    """``f`` on the plain values inside ``args``: a result that carries no gradient.
+
+    Each tape whose nodes it read is told (``Tape.plain``): a compiled replay checks
+    that such results come out the same."""
+    result = f(*registry.value_of(args), **kwargs) if kwargs else f(*registry.value_of(args))
+    for tape in _tapes_read(args, []):
+        tape.plain(f, args, kwargs, result)
+    return result
+
+
+def _tapes_read(args: Any, tapes: list) -> list:
+    for a in args:
+        while isinstance(a, Record):
+            if a.tape not in tapes:
+                tapes.append(a.tape)
+            a = a.value
+        if type(a) is list or type(a) is tuple:
+            _tapes_read(a, tapes)
+    return tapes
+
+
+def enter(f: Any, tape: Any, args: tuple, kwargs: dict) -> Any:
+    """Run ``f``'s implementation on the nodes (a registered one, else NumPy's own
+    Python code), so that its inner calls are recorded; a failure records nothing."""
+    entered = registry.implementation_of(f)
+    if entered is None and not isinstance(f, np.ufunc) and getattr(f, "__self__", None) is None:
+        entered = getattr(f, "_implementation", None)  # NumPy's own Python code
+    if entered is None:
+        if registry.is_primitive(f):
+            raise MissingRuleError(
+                f"the primitive {function_name(f)} has no sensitivity; {how_to_register(f, 0)}"
+            )
+        raise MissingRuleError(
+            f"{function_name(f)} has no sensitivity and cannot be entered; {how_to_register(f, 0)}"
+        )
+    start = len(tape.records)
+    try:
+        return entered(*args, **kwargs)
+    except Exception as error:
+        del tape.records[start:]  # a failed call leaves no half-recorded work behind
+        if not _caused_by_conversion(error):
+            raise
+        raise MissingRuleError(
+            f"np.{function_name(f)} has no sensitivity, and NumPy's implementation of it "
+            f"cannot run on nodes (it converts them to ndarrays); {how_to_register(f, 0)}"
+        ) from error
+
+
+def _caused_by_conversion(error: BaseException | None) -> bool:
+    seen = 0
+    while error is not None and seen < 20:
+        if isinstance(error, NodeConversionError):
+            return True
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return False
+
+
+def record_primitive(primitive: Callable, f: Callable, args: tuple, kwargs: dict) -> Any:
+    """A call of ``primitive`` (wrapping ``f``) that met a node: one Branch of the
+    primitive itself, whose value is ``f`` on the arguments unwrapped one level."""
+    if innermost_tape(args) is None:
+        raise TypeError(f"{function_name(f)}: pass nodes positionally to a primitive")
+    return apply(primitive, args, kwargs)
+
+
+def apply_with_keyword_nodes(f: Any, args: tuple, kwargs: dict) -> Any:
+    """``apply`` for a call with a node among its keyword arguments (``np.clip(x,
+    a_max=m)``): rules are keyed by position, so each such keyword moves to its place among
+    the positional arguments, the places before it taken from the other keywords or
+    filled with their defaults. A function may register its own positional form
+    (``sensitivities.registry.positional_form``); where ``f``'s signature has no such
+    place (a keyword-only argument, ``**kwargs``), a TypeError asks for it by position."""
+    placed = registry.positional_form_of(f)
+    if placed is not None:
+        args, kwargs = placed(*args, **kwargs)
+        if innermost_tape(tuple(kwargs.values())) is None:
+            return apply(f, args, kwargs)
+    params = _positional_parameters(f)
+    kwargs = dict(kwargs)
+    places = {p.name: i for i, p in enumerate(params) if p.kind == p.POSITIONAL_OR_KEYWORD}
+    held = [k for k, v in kwargs.items() if innermost_tape((v,)) is not None]
+    if not all(k in places and places[k] >= len(args) for k in held):
+        raise keyword_node(f, held[0])
+    args = list(args)
+    for p in params[len(args) : max(places[k] for k in held) + 1]:
+        if p.name in kwargs:
+            args.append(kwargs.pop(p.name))
+        elif p.default is not p.empty:
+            args.append(p.default)
+        else:
+            raise keyword_node(f, held[0])
+    return apply(f, tuple(args), kwargs)
+
+
+def _positional_parameters(f: Any) -> list:
+    """The parameters of ``f`` that a positional argument can fill, in order ([] where
+    Python cannot tell: a ufunc, a builtin)."""
+    params = _SIGNATURES.get(f)
+    if params is None:
+        try:
+            every = inspect.signature(f).parameters.values()
+        except (TypeError, ValueError):
+            every = ()
+        params = []
+        for p in every:
+            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                break
+            params.append(p)
+        _SIGNATURES[f] = params
+    return params
+
+
+def _explain_mix(error: Exception, f: Any, vals: tuple) -> None:
+    """Where a call that mixes array libraries (NumPy and Dask, NumPy and CuPy) fails,
+    say which arrays met: the library's own message may not mention the mix."""
+    kinds = [_kind(v) for v in vals]
+    libraries = {k.split(".")[0] for k in kinds if k}
+    if len(libraries) > 1:
+        error.add_note(
+            f"while recording {function_name(f)} on {', '.join(k or 'a scalar' for k in kinds)}"
+            ": arrays of different libraries meet here, and the one that is not NumPy decides "
+            "(the error above is its own). Check the shapes, or where it refuses ndarrays, "
+            "convert them first (dask.array.from_array, cupy.asarray)"
+        )
+
+
+def _kind(v: Any) -> str:
+    if type(v) is np.ndarray:
+        return f"numpy.ndarray{list(v.shape)}"
+    if is_duck_array(v):
+        return f"{type(v).__module__}.{type(v).__name__}{list(v.shape)}"
+    return ""
+
+
+def _shared(node_args: tuple) -> tuple:
+    # one tuple per set of positions for the whole process, not one per Branch
+    return _NODE_ARGS.setdefault(node_args, node_args)
+
+
+_rules_of = registry.lookup
+_ndarray = np.ndarray
+_NODE_ARGS: dict[tuple, tuple] = {}
+_SIGNATURES: dict[Any, list] = {}
+# Branches made without keyword arguments share one empty, read-only mapping: a dict per
+# record would cost 64 bytes and an allocation on every operation.
+_NO_KWARGS: Any = MappingProxyType({})
+# NumPy's scalars do arithmetic through the operators ten times faster than through the
+# ufuncs (40 ns against 550), with the same result by NumPy's own rules. (Not for two
+# Python floats, whose operators raise on 1.0 / 0.0 where NumPy gives inf.)
+_SCALAR_ARITHMETIC = {
+    np.add: operator.add,
+    np.subtract: operator.sub,
+    np.multiply: operator.mul,
+    np.true_divide: operator.truediv,
+}
+_NUMPY_SCALARS = frozenset(
+    (np.float16, np.float32, np.float64, np.longdouble, np.complex64, np.complex128, np.clongdouble)
+)

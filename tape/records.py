@@ -1,0 +1,280 @@
+"""The Wengert list: a ``Tape`` of ``Leaf`` and ``Branch`` records.
+
+Glossary of the engine (each term is one name in the code):
+
+- *tape*: a ``Tape``, the list of records in the order they were made. Its ``level``
+  comes from a process-wide counter: a tape made later (inside an inner ``grad``) has a
+  higher level, and a call that meets nodes of several tapes is recorded on the
+  *innermost* one, the one of highest level.
+- *record*, *node*: an entry of a tape, a ``Leaf`` (an input) or a ``Branch`` (the
+  result of one call). Both are ``Node``s, which behave like their ``value``.
+- *plain value*: a value with every node, of every tape, replaced by its value
+  (``sensitivities.registry.value_of``). A plain result carries no gradient.
+- ``Branch.vals``: the call's arguments with this tape's nodes replaced by their values,
+  one level down (a node of an outer tape stays a node); what ``f`` and its rules see.
+- ``Branch.node_args``: the positions in ``args`` that hold this tape's nodes, directly
+  or inside a list: the arguments the reverse pass sends adjoints to.
+- *rule*, *sensitivity*: ``rule(y, ybar, *vals, **kwargs) -> xbar``, registered per
+  function and argument in ``sensitivities``; *adjoint*: the ``ybar`` or ``xbar`` of a
+  record, kept in a ``ReverseTape`` slot for slot.
+- *seal*: the fingerprints of mutable arrays a record was handed (``tape.mutation``).
+
+Where things happen: ``tape.recording`` turns a call into a Branch; ``tape.node`` is
+the operator surface that brings calls there; ``tape.reverse`` runs the reverse pass;
+``tape.functional`` wraps both as ``grad``.
+
+Modes plug in here, at one place. Every record is added through ``Tape.add``, and
+every plain result computed from a tape's nodes (a comparison, ``bool(x)``) is reported
+to ``Tape.plain``. A new mode subclasses ``Tape`` and overrides them:
+``tape.forward.ForwardTape.add`` pushes each Branch's tangent as it is recorded, and
+``tape.compiled`` overrides ``plain`` to guard a replay's control flow. ``tape.debug``
+observes the records of every tape in its context through ``observing``, which
+``Tape.add`` consults.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import threading
+from contextvars import ContextVar
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from sensitivities.registry import function_name, value_of
+
+from .display import dtype_name, preview
+from .mutation import fingerprint
+from .node import Node
+from .recording import is_duck_array
+
+__all__ = ["Tape", "Leaf", "Branch", "observing", "gc_paused"]
+
+_levels = itertools.count()  # next() on a count is atomic under the GIL: safe across threads
+
+# The observer of the current thread or contextvars context: ``observer.recorded(record)``
+# is called for every new record and ``observer.propagated(branch, ybar, rtape)`` (unless
+# None) after each Branch of a reverse pass. ``tape.debug()`` sets it; None outside any
+# debug context, which costs one look-up per record.
+observing: ContextVar[Callable | None] = ContextVar("tape_observing", default=None)
+
+
+class Tape:
+    """A Wengert list of ``Leaf`` and ``Branch`` records, in the order they were made.
+
+    >>> import numpy as np
+    >>> from tape import Tape, Leaf
+    >>> t = Tape()
+    >>> x = Leaf(t, 0.5)
+    >>> y = np.exp(x)
+    >>> t
+    Tape with 2 elements:
+      [0]: Leaf{float64} 0.5
+      [1]: Branch{float64} 1.6487212707001282 f=exp
+    """
+
+    __slots__ = ("records", "level", "sites", "__weakref__")
+
+    def __init__(self) -> None:
+        self.records: list[Node] = []
+        self.level: int = next(_levels)
+        # position -> (file, line, function) of the code that recorded it; filled only
+        # under tape.debug() or tape.detect_anomaly()
+        self.sites: dict[int, tuple] | None = None
+
+    # -- the extension points ----------------------------------------------------------
+
+    def add(self, record: Node) -> None:
+        """Append a new record and set its position. Every record passes here once; a
+        mode overrides this (calling it) to act on each one as it is made."""
+        record.pos = len(self.records)
+        self.records.append(record)
+        observer = observing.get()
+        if observer is not None:
+            observer.recorded(record)
+
+    def plain(self, f: Any, args: tuple, kwargs: Any, result: Any) -> None:
+        """Told of every plain result ``f(*args, **kwargs)`` computed from this tape's
+        nodes. Nothing to do on an ordinary tape."""
+
+    def branch(
+        self, value: Any, f: Any, args: tuple, kwargs: Any, vals: tuple, node_args: tuple, seal: Any
+    ) -> Branch:
+        """Record the call ``f(*args, **kwargs)`` whose result is ``value``."""
+        return Branch(self, value, f, args, kwargs, vals, node_args, seal)
+
+    # -- a list ------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, pos: int) -> Node:
+        return self.records[pos]
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.records)
+
+    def __repr__(self) -> str:
+        lines = [f"Tape with {len(self.records)} elements" + (":" if self.records else "")]
+        lines += [f"  [{node.pos}]: {node!r}" for node in self.records]
+        return "\n".join(lines)
+
+    def to_dot(self, rtape: Any = None, *, constants: bool = True) -> str:
+        """Graphviz DOT source of this tape, with a reverse tape's adjoints beside it
+        when given; see ``tape.graph.to_dot``.
+
+        >>> import numpy as np
+        >>> from tape import Tape, Leaf
+        >>> t = Tape()
+        >>> y = np.exp(Leaf(t, 0.5))
+        >>> print(t.to_dot().splitlines()[0])
+        digraph tape {
+        """
+        from .graph import to_dot
+
+        return to_dot(self, rtape, constants=constants)
+
+    def draw(self, rtape: Any = None, *, constants: bool = True) -> Any:
+        """A ``graphviz.Source`` of this tape (needs the ``graphviz`` package); see
+        ``tape.graph.draw``."""
+        from .graph import draw
+
+        return draw(self, rtape, constants=constants)
+
+    def _repr_svg_(self) -> str | None:
+        # Jupyter shows a tape as a picture where graphviz can draw it, else as text
+        from .graph import svg
+
+        return svg(self)
+
+
+class Leaf(Node):
+    """An input recorded on ``tape``: ``Leaf(tape, value)``, value a float or an ndarray.
+
+    >>> from tape import Tape, Leaf
+    >>> t = Tape()
+    >>> Leaf(t, 0.25)
+    Leaf{float64} 0.25
+    """
+
+    __slots__ = ()
+
+    def __init__(self, tape: Tape, value: Any) -> None:
+        if not isinstance(tape, Tape):
+            raise TypeError(f"Leaf(tape, value) needs a Tape, got {type(tape).__name__}")
+        _check_differentiable_value(value)
+        self.value = value
+        self.tape = tape
+        self.seal = [(-1, value, fingerprint(value))] if type(value) is np.ndarray else None
+        tape.add(self)
+
+    def __repr__(self) -> str:
+        return f"Leaf{{{dtype_name(self.value)}}} {preview(self.value)}"
+
+
+class Branch(Node):
+    """The recorded result of ``f(*args, **kwargs)``: ``.value``, ``.f``, ``.args``,
+    ``.kwargs``, ``.tape`` and ``.pos``. The engine makes these as calls are recorded
+    (``Tape.branch``).
+
+    ``.vals`` is ``args`` with this tape's nodes replaced by their values (what ``f`` was
+    called with, and what the rules are handed), and ``.node_args`` the positions in
+    ``args`` that hold this tape's nodes: the reverse pass reads both instead of
+    searching ``args``.
+
+    >>> import numpy as np
+    >>> from tape import Tape, Leaf
+    >>> x = Leaf(Tape(), 0.5)
+    >>> y = np.power(np.sin(x), 2)
+    >>> y.f is np.power, y.args[0].f is np.sin, y.args[1], y.pos, y.node_args
+    (True, True, 2, 2, (0,))
+    """
+
+    __slots__ = ("f", "args", "kwargs", "vals", "node_args")
+
+    def __init__(
+        self,
+        tape: Tape,
+        value: Any,
+        f: Any,
+        args: tuple,
+        kwargs: Any,
+        vals: tuple,
+        node_args: tuple,
+        seal: list | None = None,
+    ) -> None:
+        self.value = value
+        self.tape = tape
+        self.f = f
+        self.args = args
+        self.kwargs = kwargs
+        self.vals = vals
+        self.node_args = node_args
+        self.seal = seal
+        tape.add(self)
+
+    def __repr__(self) -> str:
+        return f"Branch{{{dtype_name(self.value)}}} {preview(self.value)} f={function_name(self.f)}"
+
+
+def _check_differentiable_value(value: Any) -> None:
+    if type(value) is float or (type(value) is np.ndarray and value.dtype.kind in "fc"):
+        return  # the common cases, without the questions below
+    value = value_of(value)
+    if isinstance(value, (bool, int, np.bool_, np.integer)) or (
+        (isinstance(value, np.ndarray) or is_duck_array(value))
+        and np.dtype(value.dtype).kind not in "fc"
+    ):
+        raise TypeError(
+            f"a Leaf needs a floating-point or complex value, got {dtype_name(value)}: "
+            "convert it first, e.g. np.asarray(x, dtype=float)"
+        )
+    if not (isinstance(value, (float, complex, np.inexact, np.ndarray)) or is_duck_array(value)):
+        raise TypeError(
+            f"a Leaf holds a float, a complex number, an ndarray or an array of a library "
+            f"that speaks NumPy's protocols (Dask, CuPy), got {type(value).__name__}"
+        )
+
+
+# -- the garbage collector ---------------------------------------------------------------
+#
+# Records and their tape form reference cycles, and a long forward or reverse pass makes
+# millions of objects that the collector would scan again and again for nothing (grad
+# frees them by clearing the tape). Passes pause it; the count makes nested passes and
+# passes in several threads safe, and the collector's state is restored by the last one.
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+class gc_paused:
+    """Context manager: Python's cyclic garbage collector is off inside it (counted, so
+    nested and concurrent uses are fine), and back as it was when the last one exits.
+
+    >>> import gc
+    >>> from tape.records import gc_paused
+    >>> with gc_paused():
+    ...     gc.isenabled()
+    False
+    >>> gc.isenabled()
+    True
+    """
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        global _gc_pauses, _gc_was_enabled
+        with _gc_lock:
+            if _gc_pauses == 0:
+                _gc_was_enabled = gc.isenabled()
+                gc.disable()
+            _gc_pauses += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        global _gc_pauses
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
