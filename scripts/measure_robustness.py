@@ -22,8 +22,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 import tape  # noqa: E402
-from tape import Leaf, Tape, grad, mutation, propagate, recording, reverse_tape
-from tape import records as tape_records  # noqa: E402
+from tape import (
+    Leaf,
+    Tape,
+    collector,  # noqa: E402
+    grad,
+    mutation,
+    propagate,
+    recording,
+    reverse_tape,
+)
 
 
 def chain(n):
@@ -58,13 +66,13 @@ def mutation_checks_off():
 @contextlib.contextmanager
 def collector_left_on():
     """The passes' collector pause made a no-op: what the collector would cost."""
-    saved = tape_records.gc_paused.__enter__, tape_records.gc_paused.__exit__
-    tape_records.gc_paused.__enter__ = lambda self: None
-    tape_records.gc_paused.__exit__ = lambda self, *exc: None
+    saved = collector.gc_paused.__enter__, collector.gc_paused.__exit__
+    collector.gc_paused.__enter__ = lambda self: None
+    collector.gc_paused.__exit__ = lambda self, *exc: None
     try:
         yield
     finally:
-        tape_records.gc_paused.__enter__, tape_records.gc_paused.__exit__ = saved
+        collector.gc_paused.__enter__, collector.gc_paused.__exit__ = saved
 
 
 def scalar_chain(n=2000, repeats=15):
@@ -112,7 +120,7 @@ def per_record(sizes, repeats):
                     t = Tape()
                     x = Leaf(t, 0.3)
                     t0 = time.process_time()
-                    with tape_records.gc_paused():
+                    with collector.gc_paused():
                         y = chain(n)(x)
                     t1 = time.process_time()
                     propagate(t, reverse_tape(y))

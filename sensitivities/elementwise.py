@@ -20,14 +20,15 @@ import math
 
 import numpy as np
 
+from .reductions import expand_reduced
 from .registry import (
     implementation,
     lookup,
     nondifferentiable,
     nondifferentiable_except,
     positional_form,
-    primitive,
     sensitivity,
+    value_of,
 )
 
 _LN2 = math.log(2.0)
@@ -315,17 +316,10 @@ for _f in (np.add, np.subtract, np.multiply, np.true_divide, np.power, np.maximu
     sensitivity(_f.outer, 1)(_outer_rule(_f, 1))
 
 
-def _expand_reduced(y, ybar, x, axis, keepdims):
-    if keepdims:
-        return y, ybar
-    axes = tuple(range(np.ndim(x))) if axis is None else axis
-    return np.expand_dims(y, axes), np.expand_dims(ybar, axes)
-
-
 def _logaddexp_reduce_rule(exp):
     def rule(y, ybar, x, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
         # the softmax weights of the reduced axis, each at most 1
-        y, ybar = _expand_reduced(y, ybar, x, axis, keepdims)
+        y, ybar = (expand_reduced(v, x, axis, keepdims) for v in (y, ybar))
         return ybar * exp(x - y)
 
     return rule
@@ -352,7 +346,7 @@ for _f, _exp in ((np.logaddexp, np.exp), (np.logaddexp2, np.exp2)):
 @sensitivity(np.hypot.reduce, 0)
 def _(y, ybar, x, axis=0, dtype=None, out=None, keepdims=False, **kwargs):
     # the Euclidean norm along the axis: x / y, and 0 for an all-zero slice
-    y, ybar = _expand_reduced(y, ybar, x, axis, keepdims)
+    y, ybar = (expand_reduced(v, x, axis, keepdims) for v in (y, ybar))
     zero = np.equal(y, 0)
     return ybar * np.where(zero, 0.0, x / _safe(y, zero))
 
@@ -385,15 +379,6 @@ nondifferentiable_except(np.histogramdd, "weights", 4)
 # -- ufuncs with two results, entered as differentiable pieces ---------------------------
 
 
-@primitive
-def _values(x):
-    """``x`` itself; marked non-differentiable, so on a node it gives the plain values."""
-    return x
-
-
-nondifferentiable(_values)
-
-
 @implementation(np.modf)
 def _modf(x, **kwargs):
     whole = np.trunc(x)  # piecewise constant
@@ -402,7 +387,7 @@ def _modf(x, **kwargs):
 
 @implementation(np.frexp)
 def _frexp(x, **kwargs):
-    _, exponent = np.frexp(_values(x))  # piecewise constant
+    _, exponent = np.frexp(value_of(x))  # piecewise constant
     return np.ldexp(x, -exponent), exponent
 
 

@@ -37,7 +37,7 @@ try:
 except ImportError:  # SciPy is optional: without it there is nothing to register
     special = None
 
-from .registry import nondifferentiable, primitive, sensitivity
+from .registry import nondifferentiable, primitive, sensitivity, value_of
 
 __all__ = ["logsumexp", "softmax", "log_softmax", "polygamma"]
 
@@ -94,15 +94,8 @@ def _logsumexp(a, axis, b, keepdims):
 _logsumexp.__name__ = _logsumexp.__qualname__ = "logsumexp"
 
 
-def _plain(v):
-    # the value inside nodes, of every tape: the sign carries no gradient
-    while hasattr(v, "tape") and hasattr(v, "value"):
-        v = v.value
-    return v
-
-
 def _logsumexp_sign(a, axis, b, keepdims):
-    a, b = _plain(a), _plain(b)
+    a, b = value_of(a), value_of(b)  # the sign carries no gradient
     return special.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=True)[1]
 
 

@@ -12,7 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from sensitivities.registry import function_name
+from sensitivities.registry import function_name, value_of
+
+from .display import dtype_name
+from .duck_arrays import is_duck_array
 
 __all__ = [
     "NodeConversionError",
@@ -154,6 +157,41 @@ def missing_rule(f: Any, i: int) -> MissingRuleError:
     )
 
 
+def not_differentiable_in(f: Any, keyword: str, position: int) -> MissingRuleError:
+    return MissingRuleError(
+        f"{function_name(f)} is not differentiable with respect to {keyword!r}, "
+        f"which is a node here; {how_to_register(f, position)}"
+    )
+
+
+def cannot_enter(f: Any, is_primitive: bool) -> MissingRuleError:
+    if is_primitive:
+        return MissingRuleError(
+            f"the primitive {function_name(f)} has no sensitivity; {how_to_register(f, 0)}"
+        )
+    return MissingRuleError(
+        f"{function_name(f)} has no sensitivity and cannot be entered; {how_to_register(f, 0)}"
+    )
+
+
+def converts_nodes(f: Any) -> MissingRuleError:
+    return MissingRuleError(
+        f"np.{function_name(f)} has no sensitivity, and NumPy's implementation of it "
+        f"cannot run on nodes (it converts them to ndarrays); {how_to_register(f, 0)}"
+    )
+
+
+def caused_by_conversion(error: BaseException | None) -> bool:
+    """Whether ``error`` came, at most 20 causes down, from converting a node."""
+    seen = 0
+    while error is not None and seen < 20:
+        if isinstance(error, NodeConversionError):
+            return True
+        error = error.__cause__ or error.__context__
+        seen += 1
+    return False
+
+
 def keyword_node(f: Any, name: str) -> TypeError:
     return TypeError(
         f"{function_name(f)} got a node as keyword argument {name!r}; "
@@ -178,3 +216,61 @@ def format_site(site: tuple) -> str:
     return f'  recorded at File "{filename}", line {lineno}, in {function}' + (
         f"\n    {line}" if line else ""
     )
+
+
+def explain_mix(error: Exception, f: Any, vals: tuple) -> None:
+    """Where a call that mixes array libraries (NumPy and Dask, NumPy and CuPy) fails,
+    say which arrays met: the library's own message may not mention the mix."""
+    kinds = [_kind(v) for v in vals]
+    libraries = {k.split(".")[0] for k in kinds if k}
+    if len(libraries) > 1:
+        error.add_note(
+            f"while recording {function_name(f)} on {', '.join(k or 'a scalar' for k in kinds)}"
+            ": arrays of different libraries meet here, and the one that is not NumPy decides "
+            "(the error above is its own). Check the shapes, or where it refuses ndarrays, "
+            "convert them first (dask.array.from_array, cupy.asarray)"
+        )
+
+
+def _kind(v: Any) -> str:
+    if type(v) is np.ndarray:
+        return f"numpy.ndarray{list(v.shape)}"
+    if is_duck_array(v):
+        return f"{type(v).__module__}.{type(v).__name__}{list(v.shape)}"
+    return ""
+
+
+def note_reverse_failure(error: Exception, records: list, pos: int) -> None:
+    """Add to ``error`` which record the reverse pass was working on, and where it was
+    recorded: the rule's own traceback ends inside the rule, far from the user's code."""
+    if isinstance(error, (MutationError, AnomalyError)) or not 0 <= pos < len(records):
+        return  # these name their record already
+    node = records[pos]
+    note = f"while propagating the adjoint through {describe(node)}"
+    if not node.tape.sites:
+        note += "\n  (under `with tape.debug():` every record keeps the line that made it)"
+    error.add_note(note)
+    try:
+        error.tape_position = pos  # grad uses it to find the user's line
+    except AttributeError:  # an exception type without a __dict__
+        pass
+
+
+def check_leaf_value(value: Any) -> None:
+    """A clear TypeError unless ``value`` can be a Leaf's: floating-point or complex."""
+    if type(value) is float or (type(value) is np.ndarray and value.dtype.kind in "fc"):
+        return  # the common cases, without the questions below
+    value = value_of(value)
+    if isinstance(value, (bool, int, np.bool_, np.integer)) or (
+        (isinstance(value, np.ndarray) or is_duck_array(value))
+        and np.dtype(value.dtype).kind not in "fc"
+    ):
+        raise TypeError(
+            f"a Leaf needs a floating-point or complex value, got {dtype_name(value)}: "
+            "convert it first, e.g. np.asarray(x, dtype=float)"
+        )
+    if not (isinstance(value, (float, complex, np.inexact, np.ndarray)) or is_duck_array(value)):
+        raise TypeError(
+            f"a Leaf holds a float, a complex number, an ndarray or an array of a library "
+            f"that speaks NumPy's protocols (Dask, CuPy), got {type(value).__name__}"
+        )

@@ -31,10 +31,11 @@ import numpy as np
 from sensitivities import lift, registry
 from sensitivities.registry import function_name, value_of
 
+from .collector import gc_paused
 from .display import preview
 from .errors import MissingRuleError
 from .node import Node
-from .records import Branch, Leaf, Tape, gc_paused
+from .records import Branch, Leaf, Tape
 
 __all__ = ["ForwardTape"]
 

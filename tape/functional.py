@@ -10,10 +10,11 @@ import numpy as np
 
 from sensitivities.registry import value_of
 
+from .collector import gc_paused
+from .duck_arrays import is_duck_array
 from .errors import format_site
 from .node import Node
-from .recording import is_duck_array
-from .records import Leaf, Tape, gc_paused
+from .records import Leaf, Tape
 from .reverse import propagate, reverse_tape
 from .trees import tree_flatten, tree_unflatten
 

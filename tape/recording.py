@@ -15,8 +15,9 @@ hand a call that meets a node to the node's ``__record_call__`` (see
 - a node passed by keyword is first moved to its positional place, since rules are keyed
   by position (``apply_with_keyword_nodes``).
 
-Branches are made by their tape (``tape.branch(...)``), which is what lets a ``Tape``
-subclass decide how a record is added (see ``tape.records``). This module knows records
+Branches are made as their tape says (``tape.Branch``), and added to it by
+``Tape.add``, which is what lets a ``Tape`` subclass decide how a record is added (see
+``tape.records``). This module knows records
 only as ``Record``: a value on a tape at a position.
 """
 
@@ -34,16 +35,18 @@ from sensitivities.registry import function_name
 
 from .errors import (
     STALE,
-    MissingRuleError,
-    NodeConversionError,
-    how_to_register,
+    cannot_enter,
+    caused_by_conversion,
+    converts_nodes,
+    explain_mix,
     keyword_node,
     missing_rule,
+    not_differentiable_in,
     out_keyword,
 )
 from .mutation import sealed
 
-__all__ = ["Record", "apply", "plain", "innermost_tape", "is_duck_array", "record_primitive"]
+__all__ = ["Record", "apply", "plain", "innermost_tape", "record_primitive"]
 
 
 class Record:
@@ -66,27 +69,6 @@ def innermost_tape(args: Any) -> Any:
             if t is not None and (tape is None or t.level > tape.level):
                 tape = t
     return tape
-
-
-def is_duck_array(value: Any) -> bool:
-    """Whether ``value`` is an array of another library that speaks NumPy's protocols
-    (a Dask or CuPy array): it has ``__array_function__``, ``__array_ufunc__``, ``shape``
-    and ``dtype``. Nodes and ndarrays are not duck arrays here.
-
-    >>> import numpy as np
-    >>> from tape.recording import is_duck_array
-    >>> is_duck_array(np.ones(2)), is_duck_array(1.0)
-    (False, False)
-    """
-    cls = type(value)
-    return (
-        cls is not np.ndarray
-        and not isinstance(value, (Record, np.generic))
-        and hasattr(cls, "__array_function__")
-        and hasattr(cls, "__array_ufunc__")
-        and hasattr(value, "shape")
-        and hasattr(value, "dtype")
-    )
 
 
 def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
@@ -147,14 +129,16 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     try:
         value = call(*vals, **kwargs) if kwargs else call(*vals)
     except Exception as error:
-        _explain_mix(error, f, vals)
+        explain_mix(error, f, vals)
         raise
     if type(value) is _ndarray and value.base is None:
         # A result the tape made itself: freezing it costs nothing and stops any later
         # in-place change at the line that tries it. Views share the data of an array that
         # is frozen or fingerprinted already.
         value.setflags(False)  # write=False, passed positionally: a third of the cost
-    return tape.branch(value, f, args, kwargs, vals, _shared(node_args), seal)
+    # one tuple per set of positions for the whole process, not one per Branch
+    node_args = _NODE_ARGS.setdefault(node_args, node_args)
+    return tape.Branch(tape, value, f, args, kwargs, vals, node_args, seal)
 
 
 def _unwrap_sequence(f, i, seq, tape, with_rules, seal):
@@ -200,10 +184,7 @@ def _unrecorded(f: Any, tape: Any, rules: Any, args: tuple, kwargs: dict | None)
             if position < len(args):
                 held = args[position]
             if innermost_tape((held,)) is not None:
-                raise MissingRuleError(
-                    f"{function_name(f)} is not differentiable with respect to {keyword!r}, "
-                    f"which is a node here; {how_to_register(f, position)}"
-                )
+                raise not_differentiable_in(f, keyword, position)
         return plain(f, args, kwargs)
     return apply(f, args, {k: v for k, v in kwargs.items() if k != "out"})  # out=None
 
@@ -237,34 +218,15 @@ def enter(f: Any, tape: Any, args: tuple, kwargs: dict) -> Any:
     if entered is None and not isinstance(f, np.ufunc) and getattr(f, "__self__", None) is None:
         entered = getattr(f, "_implementation", None)  # NumPy's own Python code
     if entered is None:
-        if registry.is_primitive(f):
-            raise MissingRuleError(
-                f"the primitive {function_name(f)} has no sensitivity; {how_to_register(f, 0)}"
-            )
-        raise MissingRuleError(
-            f"{function_name(f)} has no sensitivity and cannot be entered; {how_to_register(f, 0)}"
-        )
+        raise cannot_enter(f, registry.is_primitive(f))
     start = len(tape.records)
     try:
         return entered(*args, **kwargs)
     except Exception as error:
         del tape.records[start:]  # a failed call leaves no half-recorded work behind
-        if not _caused_by_conversion(error):
+        if not caused_by_conversion(error):
             raise
-        raise MissingRuleError(
-            f"np.{function_name(f)} has no sensitivity, and NumPy's implementation of it "
-            f"cannot run on nodes (it converts them to ndarrays); {how_to_register(f, 0)}"
-        ) from error
-
-
-def _caused_by_conversion(error: BaseException | None) -> bool:
-    seen = 0
-    while error is not None and seen < 20:
-        if isinstance(error, NodeConversionError):
-            return True
-        error = error.__cause__ or error.__context__
-        seen += 1
-    return False
+        raise converts_nodes(f) from error
 
 
 def record_primitive(primitive: Callable, f: Callable, args: tuple, kwargs: dict) -> Any:
@@ -320,33 +282,6 @@ def _positional_parameters(f: Any) -> list:
             params.append(p)
         _SIGNATURES[f] = params
     return params
-
-
-def _explain_mix(error: Exception, f: Any, vals: tuple) -> None:
-    """Where a call that mixes array libraries (NumPy and Dask, NumPy and CuPy) fails,
-    say which arrays met: the library's own message may not mention the mix."""
-    kinds = [_kind(v) for v in vals]
-    libraries = {k.split(".")[0] for k in kinds if k}
-    if len(libraries) > 1:
-        error.add_note(
-            f"while recording {function_name(f)} on {', '.join(k or 'a scalar' for k in kinds)}"
-            ": arrays of different libraries meet here, and the one that is not NumPy decides "
-            "(the error above is its own). Check the shapes, or where it refuses ndarrays, "
-            "convert them first (dask.array.from_array, cupy.asarray)"
-        )
-
-
-def _kind(v: Any) -> str:
-    if type(v) is np.ndarray:
-        return f"numpy.ndarray{list(v.shape)}"
-    if is_duck_array(v):
-        return f"{type(v).__module__}.{type(v).__name__}{list(v.shape)}"
-    return ""
-
-
-def _shared(node_args: tuple) -> tuple:
-    # one tuple per set of positions for the whole process, not one per Branch
-    return _NODE_ARGS.setdefault(node_args, node_args)
 
 
 _rules_of = registry.lookup

@@ -34,22 +34,20 @@ observes the records of every tape in its context through ``observing``, which
 
 from __future__ import annotations
 
-import gc
 import itertools
-import threading
 from contextvars import ContextVar
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
-from sensitivities.registry import function_name, value_of
+from sensitivities.registry import function_name
 
 from .display import dtype_name, preview
+from .errors import check_leaf_value
 from .mutation import fingerprint
 from .node import Node
-from .recording import is_duck_array
 
-__all__ = ["Tape", "Leaf", "Branch", "observing", "gc_paused"]
+__all__ = ["Tape", "Leaf", "Branch", "observing"]
 
 _levels = itertools.count()  # next() on a count is atomic under the GIL: safe across threads
 
@@ -57,7 +55,8 @@ _levels = itertools.count()  # next() on a count is atomic under the GIL: safe a
 # is called for every new record and ``observer.propagated(branch, ybar, rtape)`` (unless
 # None) after each Branch of a reverse pass. ``tape.debug()`` sets it; None outside any
 # debug context, which costs one look-up per record.
-observing: ContextVar[Callable | None] = ContextVar("tape_observing", default=None)
+observing: ContextVar[Any] = ContextVar("tape_observing", default=None)
+_observer = observing.get
 
 
 class Tape:
@@ -75,6 +74,7 @@ class Tape:
     """
 
     __slots__ = ("records", "level", "sites", "__weakref__")
+    Branch: type  # set below, once Branch is defined: the class recording makes
 
     def __init__(self) -> None:
         self.records: list[Node] = []
@@ -90,19 +90,13 @@ class Tape:
         mode overrides this (calling it) to act on each one as it is made."""
         record.pos = len(self.records)
         self.records.append(record)
-        observer = observing.get()
+        observer = _observer()
         if observer is not None:
             observer.recorded(record)
 
     def plain(self, f: Any, args: tuple, kwargs: Any, result: Any) -> None:
         """Told of every plain result ``f(*args, **kwargs)`` computed from this tape's
         nodes. Nothing to do on an ordinary tape."""
-
-    def branch(
-        self, value: Any, f: Any, args: tuple, kwargs: Any, vals: tuple, node_args: tuple, seal: Any
-    ) -> Branch:
-        """Record the call ``f(*args, **kwargs)`` whose result is ``value``."""
-        return Branch(self, value, f, args, kwargs, vals, node_args, seal)
 
     # -- a list ------------------------------------------------------------------------
 
@@ -163,7 +157,7 @@ class Leaf(Node):
     def __init__(self, tape: Tape, value: Any) -> None:
         if not isinstance(tape, Tape):
             raise TypeError(f"Leaf(tape, value) needs a Tape, got {type(tape).__name__}")
-        _check_differentiable_value(value)
+        check_leaf_value(value)
         self.value = value
         self.tape = tape
         self.seal = [(-1, value, fingerprint(value))] if type(value) is np.ndarray else None
@@ -175,8 +169,7 @@ class Leaf(Node):
 
 class Branch(Node):
     """The recorded result of ``f(*args, **kwargs)``: ``.value``, ``.f``, ``.args``,
-    ``.kwargs``, ``.tape`` and ``.pos``. The engine makes these as calls are recorded
-    (``Tape.branch``).
+    ``.kwargs``, ``.tape`` and ``.pos``. The engine makes these as calls are recorded.
 
     ``.vals`` is ``args`` with this tape's nodes replaced by their values (what ``f`` was
     called with, and what the rules are handed), and ``.node_args`` the positions in
@@ -218,63 +211,5 @@ class Branch(Node):
         return f"Branch{{{dtype_name(self.value)}}} {preview(self.value)} f={function_name(self.f)}"
 
 
-def _check_differentiable_value(value: Any) -> None:
-    if type(value) is float or (type(value) is np.ndarray and value.dtype.kind in "fc"):
-        return  # the common cases, without the questions below
-    value = value_of(value)
-    if isinstance(value, (bool, int, np.bool_, np.integer)) or (
-        (isinstance(value, np.ndarray) or is_duck_array(value))
-        and np.dtype(value.dtype).kind not in "fc"
-    ):
-        raise TypeError(
-            f"a Leaf needs a floating-point or complex value, got {dtype_name(value)}: "
-            "convert it first, e.g. np.asarray(x, dtype=float)"
-        )
-    if not (isinstance(value, (float, complex, np.inexact, np.ndarray)) or is_duck_array(value)):
-        raise TypeError(
-            f"a Leaf holds a float, a complex number, an ndarray or an array of a library "
-            f"that speaks NumPy's protocols (Dask, CuPy), got {type(value).__name__}"
-        )
-
-
-# -- the garbage collector ---------------------------------------------------------------
-#
-# Records and their tape form reference cycles, and a long forward or reverse pass makes
-# millions of objects that the collector would scan again and again for nothing (grad
-# frees them by clearing the tape). Passes pause it; the count makes nested passes and
-# passes in several threads safe, and the collector's state is restored by the last one.
-
-_gc_lock = threading.Lock()
-_gc_pauses = 0
-_gc_was_enabled = False
-
-
-class gc_paused:
-    """Context manager: Python's cyclic garbage collector is off inside it (counted, so
-    nested and concurrent uses are fine), and back as it was when the last one exits.
-
-    >>> import gc
-    >>> from tape.records import gc_paused
-    >>> with gc_paused():
-    ...     gc.isenabled()
-    False
-    >>> gc.isenabled()
-    True
-    """
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        global _gc_pauses, _gc_was_enabled
-        with _gc_lock:
-            if _gc_pauses == 0:
-                _gc_was_enabled = gc.isenabled()
-                gc.disable()
-            _gc_pauses += 1
-
-    def __exit__(self, *exc: Any) -> None:
-        global _gc_pauses
-        with _gc_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()
+# The class of the Branches a tape records (recording calls ``tape.Branch(tape, ...)``).
+Tape.Branch = Branch

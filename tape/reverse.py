@@ -9,12 +9,13 @@ import numpy as np
 from sensitivities import registry
 from sensitivities.registry import function_name
 
+from .collector import gc_paused
 from .display import dtype_name, preview
-from .errors import AnomalyError, MutationError, describe
+from .duck_arrays import is_duck_array
+from .errors import note_reverse_failure
 from .mutation import verify
 from .node import Node
-from .recording import is_duck_array
-from .records import Branch, Tape, gc_paused, observing
+from .records import Branch, Tape, observing
 
 __all__ = ["ReverseTape", "reverse_tape", "propagate"]
 
@@ -144,25 +145,9 @@ def propagate(tape: Tape, rtape: ReverseTape, *, free: bool = False) -> ReverseT
                     if free:
                         adjoints[pos] = None
         except Exception as error:
-            _explain(error, records, pos)
+            note_reverse_failure(error, records, pos)
             raise
     return rtape
-
-
-def _explain(error: Exception, records: list, pos: int) -> None:
-    """Add to ``error`` which record the reverse pass was working on, and where it was
-    recorded: the rule's own traceback ends inside the rule, far from the user's code."""
-    if isinstance(error, (MutationError, AnomalyError)) or not 0 <= pos < len(records):
-        return  # these name their record already
-    node = records[pos]
-    note = f"while propagating the adjoint through {describe(node)}"
-    if not node.tape.sites:
-        note += "\n  (under `with tape.debug():` every record keeps the line that made it)"
-    error.add_note(note)
-    try:
-        error.tape_position = pos  # grad uses it to find the user's line
-    except AttributeError:  # an exception type without a __dict__
-        pass
 
 
 def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> None:

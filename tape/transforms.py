@@ -16,10 +16,11 @@ import numpy as np
 from sensitivities import checkpointed
 from sensitivities.registry import value_of
 
+from .collector import gc_paused
 from .forward import ForwardTape, push_forward
 from .functional import check_input, input_gradients, normalise_argnums, record_inputs
 from .node import Node
-from .records import Leaf, Tape, gc_paused
+from .records import Leaf, Tape
 from .reverse import ReverseTape, propagate
 from .trees import tree_flatten, tree_leaves_like, tree_map, tree_unflatten
 

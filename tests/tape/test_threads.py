@@ -10,7 +10,8 @@ import pytest
 
 import tape
 from tape import AnomalyError, debug, detect_anomaly, grad, recorded_at
-from tape.records import gc_paused, observing
+from tape.collector import gc_paused
+from tape.records import observing
 
 RNG = np.random.default_rng(11)
 
@@ -113,7 +114,7 @@ def test_failures_in_threads_leave_no_state():
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(bad, range(12)))
     assert results == [pytest.approx(np.cos(0.5))] * 12
-    assert gc.isenabled() and tape.records._gc_pauses == 0
+    assert gc.isenabled() and tape.collector._gc_pauses == 0
 
 
 def test_gc_pause_is_counted_and_restores_the_collector_state():
