@@ -18,7 +18,10 @@ values, which is what makes them differentiable again.
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
+import types
+import warnings
 from typing import Any, Callable
 
 from multipledispatch import Dispatcher
@@ -32,6 +35,7 @@ __all__ = [
     "pushforward",
     "pushforward_of",
     "Rules",
+    "RuleReplacedWarning",
     "lookup",
     "value_of",
     "is_primitive",
@@ -159,9 +163,8 @@ def registered_functions() -> list:
     return list(_registry) + [f for f in _implementations if f not in _registry]
 
 
-def _register(kind: str, f: Any, argnum: int, types: tuple) -> Callable:
-    if not isinstance(argnum, int) or isinstance(argnum, bool) or argnum < 0:
-        raise TypeError(f"argnum must be a non-negative int, got {argnum!r}")
+def _register(kind: str, f: Any, argnum: int, types: tuple, override: bool) -> Callable:
+    _check_target(f, argnum, "sensitivity")
     for t in types:
         if not isinstance(t, (type, tuple)):
             raise TypeError(f"types must be classes (or tuples of classes), got {t!r}")
@@ -170,7 +173,6 @@ def _register(kind: str, f: Any, argnum: int, types: tuple) -> Callable:
         if not callable(rule):
             raise TypeError(f"a sensitivity must be callable, got {rule!r}")
         rules = _rules_for(f, getattr(rule, "__module__", "") or "")
-        rules.argnums.add(argnum)
         table = rules.plain if kind == "plain" else rules.update
         key = (kind, argnum)
         if types:
@@ -179,14 +181,74 @@ def _register(kind: str, f: Any, argnum: int, types: tuple) -> Callable:
                 dispatcher = rules.typed[key] = Dispatcher(f"{function_name(f)}_{kind}_{argnum}")
                 if argnum in table:
                     dispatcher.add((_ANY,), table[argnum])
+            if (f, key, types) in _typed_signatures:
+                _replacing(f, argnum, override)
+            _typed_signatures.add((f, key, types))
             dispatcher.add((*types, _ANY), rule)
         else:
+            if argnum in table:
+                _replacing(f, argnum, override)
             table[argnum] = rule
             if key in rules.typed:
                 rules.typed[key].add((_ANY,), rule)
+        rules.argnums.add(argnum)
         return rule
 
     return register
+
+
+_typed_signatures: set = set()  # (f, (kind, argnum), types) of every typed rule
+
+
+def _check_target(f: Any, argnum: int, what: str) -> None:
+    """A clear TypeError, at registration, for a rule that could never be used."""
+    if not callable(f):
+        raise TypeError(f"{what}(f, argnum) needs a function f, got {type(f).__name__} {f!r}")
+    if not isinstance(argnum, int) or isinstance(argnum, bool) or argnum < 0:
+        raise TypeError(f"argnum must be a non-negative int, got {argnum!r}")
+    if isinstance(f, types.FunctionType) and f not in _primitives:
+        raise TypeError(
+            f"{what}({f.__name__}, {argnum}): {f.__name__} is a plain Python function, and "
+            "calls of it are never recorded (only NumPy's functions and primitives are), so "
+            f"this rule would never be used. Decorate it with @tape.primitive first, then "
+            "register its rules"
+        )
+    arity = _arity(f)
+    if arity is not None and argnum >= arity:
+        raise TypeError(
+            f"{what}({function_name(f)}, {argnum}): {function_name(f)} takes "
+            f"{arity} positional argument{'s' * (arity != 1)} (argnum counts from 0)"
+        )
+
+
+def _arity(f: Any) -> int | None:
+    """How many positional arguments ``f`` takes, or None where there is no limit or
+    Python cannot tell."""
+    if hasattr(f, "nin") and hasattr(f, "nout"):  # a ufunc
+        return f.nin
+    try:
+        params = inspect.signature(getattr(f, "__wrapped__", f)).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    kinds = [p.kind for p in params]
+    if inspect.Parameter.VAR_POSITIONAL in kinds:
+        return None
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(k in positional for k in kinds)
+
+
+class RuleReplacedWarning(UserWarning):
+    """A rule was registered where one existed already, without ``override=True``."""
+
+
+def _replacing(f: Any, argnum: int, override: bool) -> None:
+    if not override:
+        warnings.warn(
+            f"replacing the rule of {function_name(f)} for argument {argnum}, for the whole "
+            "process; pass override=True to say this is meant",
+            RuleReplacedWarning,
+            stacklevel=4,
+        )
 
 
 class _Sensitivity:
@@ -203,12 +265,25 @@ class _Sensitivity:
     (``np.ndarray``, ``float``, ...) through ``multipledispatch``; the most specific
     registered rule wins, and a rule registered without types is the fallback.
 
+    A rule replaces one registered before for the same function, argument and types (the
+    built-in ones included) for the whole process: that warns (``RuleReplacedWarning``)
+    unless ``override=True`` says it is meant. ``f`` must be a NumPy function or a
+    ``primitive``, and ``argnum`` one of its positional arguments: anything else is a
+    TypeError here, not a rule that is silently never used.
+
     >>> import numpy as np
-    >>> def cube(x):
+    >>> @primitive
+    ... def cube(x):
     ...     return x ** 3
     >>> @sensitivity(cube, 0)
     ... def _(y, ybar, x):
     ...     return ybar * 3 * x ** 2
+    >>> def square(x):
+    ...     return x ** 2
+    >>> sensitivity(square, 0)
+    Traceback (most recent call last):
+        ...
+    TypeError: sensitivity(square, 0): square is a plain Python function, ...
 
     ``sensitivity.update(f, argnum, *types)`` registers the in-place form
     ``rule(xbar, y, ybar, *args, **kwargs) -> xbar``: it adds the contribution into the
@@ -216,12 +291,16 @@ class _Sensitivity:
     so the rule may write into it.
     """
 
-    def __call__(self, f: Any, argnum: int, *types: type) -> Callable[[Callable], Callable]:
-        return _register("plain", f, argnum, types)
+    def __call__(
+        self, f: Any, argnum: int, *types: type, override: bool = False
+    ) -> Callable[[Callable], Callable]:
+        return _register("plain", f, argnum, types, override)
 
-    def update(self, f: Any, argnum: int, *types: type) -> Callable[[Callable], Callable]:
+    def update(
+        self, f: Any, argnum: int, *types: type, override: bool = False
+    ) -> Callable[[Callable], Callable]:
         """Register the update form ``rule(xbar, y, ybar, *args, **kwargs) -> xbar``."""
-        return _register("update", f, argnum, types)
+        return _register("update", f, argnum, types, override)
 
 
 sensitivity = _Sensitivity()
@@ -288,7 +367,7 @@ def nondifferentiable_except(f: Any, keyword: str, position: int) -> None:
     rules.guarded += ((keyword, position),)
 
 
-def pushforward(f: Any, argnum: int) -> Callable[[Callable], Callable]:
+def pushforward(f: Any, argnum: int, *, override: bool = False) -> Callable[[Callable], Callable]:
     """Register the forward-mode rule of argument ``argnum`` of ``f``.
 
     ``rule(y, xdot, *args, **kwargs) -> ydot`` maps the tangent ``xdot`` of
@@ -303,7 +382,8 @@ def pushforward(f: Any, argnum: int) -> Callable[[Callable], Callable]:
     it from the sensitivity. Register one where that is too slow.
 
     >>> import numpy as np
-    >>> def cube(x):
+    >>> @primitive
+    ... def cube(x):
     ...     return x ** 3
     >>> @pushforward(cube, 0)
     ... def _(y, xdot, x):
@@ -311,12 +391,13 @@ def pushforward(f: Any, argnum: int) -> Callable[[Callable], Callable]:
     >>> pushforward_of(cube, 0) is _
     True
     """
-    if not isinstance(argnum, int) or isinstance(argnum, bool) or argnum < 0:
-        raise TypeError(f"argnum must be a non-negative int, got {argnum!r}")
+    _check_target(f, argnum, "pushforward")
 
     def register(rule: Callable) -> Callable:
         if not callable(rule):
             raise TypeError(f"a pushforward must be callable, got {rule!r}")
+        if argnum in _pushforwards.get(f, {}):
+            _replacing(f, argnum, override)
         _pushforwards.setdefault(f, {})[argnum] = rule
         return rule
 
