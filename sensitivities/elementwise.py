@@ -193,8 +193,20 @@ def _(y, ybar, x):
 # -- complex parts ----------------------------------------------------------------------
 
 sensitivity(np.conjugate, 0)(lambda y, ybar, x, **kw: np.conjugate(ybar))
-# Re(ybar * d Re z) == Re(ybar * dz) for real ybar; for d Im z, ybar * -1j does it
-sensitivity(np.real, 0)(lambda y, ybar, x: _real(ybar))
+
+
+@sensitivity(np.real, 0)
+def _(y, ybar, x):
+    # Re(ybar * d Re z) == Re(ybar * dz) for real ybar. The adjoint of a complex z is
+    # complex, also where ybar is real: under an outer derivative (a pullback differentiated
+    # again) a real-typed one would make the outer derivative real too
+    g = _real(ybar)
+    if np.iscomplexobj(x) and not np.iscomplexobj(g):
+        g = g + np.zeros_like(x)
+    return g
+
+
+# for d Im z, ybar * -1j does it
 sensitivity(np.imag, 0)(lambda y, ybar, x: -1j * _real(ybar))
 
 

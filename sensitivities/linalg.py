@@ -973,7 +973,10 @@ if hasattr(np.linalg, "vector_norm"):
         axes = tuple(range(len(shape))) if axis is None else axis
         axes = tuple(a % len(shape) for a in (axes if isinstance(axes, tuple) else (axes,)))
         rest = [i for i in range(len(shape)) if i not in axes]
-        flat = np.reshape(np.transpose(x, list(axes) + rest), (-1,) + tuple(shape[i] for i in rest))
+        size = 1  # not -1 in the reshape: the kept axes may be empty
+        for a in axes:
+            size *= shape[a]
+        flat = np.reshape(np.transpose(x, list(axes) + rest), (size,) + tuple(shape[i] for i in rest))
         result = np.linalg.norm(flat, ord=ord, axis=0)
         if keepdims:
             result = np.reshape(result, tuple(1 if i in axes else n for i, n in enumerate(shape)))
