@@ -976,7 +976,8 @@ if hasattr(np.linalg, "vector_norm"):
         size = 1  # not -1 in the reshape: the kept axes may be empty
         for a in axes:
             size *= shape[a]
-        flat = np.reshape(np.transpose(x, list(axes) + rest), (size,) + tuple(shape[i] for i in rest))
+        moved = np.transpose(x, list(axes) + rest)
+        flat = np.reshape(moved, (size,) + tuple(shape[i] for i in rest))
         result = np.linalg.norm(flat, ord=ord, axis=0)
         if keepdims:
             result = np.reshape(result, tuple(1 if i in axes else n for i, n in enumerate(shape)))

@@ -342,13 +342,17 @@ def test_variance_of_one_element_is_constant_and_has_gradient_zero(f):
     with np.errstate(divide="ignore", invalid="ignore"):
         for ddof in (1, 2, 3):  # slices of one element, or of n <= ddof: NumPy's value kept
             for axis in (0, 1):
-                value, (g,) = value_and_grad(lambda x: np.sum(f(x, axis=axis, ddof=ddof) * 0.5))(x)
-                np.testing.assert_array_equal(value, np.sum(f(x, axis=axis, ddof=ddof) * 0.5))
+
+                def loss(x, axis=axis, ddof=ddof):
+                    return np.sum(f(x, axis=axis, ddof=ddof) * 0.5)
+
+                value, (g,) = value_and_grad(loss)(x)
+                np.testing.assert_array_equal(value, loss(x))
                 n = x.shape[axis]
                 if n <= ddof:
                     np.testing.assert_array_equal(g, np.zeros_like(x))
                 else:  # the slices that vary still have their gradient
-                    expected = numeric_grad(lambda x: np.sum(f(x, axis=axis, ddof=ddof) * 0.5), (x,), 0)
+                    expected = numeric_grad(loss, (x,), 0)
                     np.testing.assert_allclose(g, expected, rtol=1e-6, atol=1e-8)
 
 
@@ -387,7 +391,7 @@ def test_reductions_of_empty_and_length_one_axes(name):
     for x, kwargs in EMPTY_AND_SINGLE_INPUTS:
         if np.ndim(x) == 0 and name.startswith(("cum", "maximum.acc")):
             continue  # scans need an array, as in NumPy
-        loss = lambda x: np.sum(f(x, **kwargs))  # noqa: E731
+        loss = lambda x, kwargs=kwargs: np.sum(f(x, **kwargs))  # noqa: E731
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             try:
