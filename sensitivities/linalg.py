@@ -17,10 +17,11 @@ Conventions:
   norms' column or row sums) share the adjoint, as ``max`` does; ``ord=0`` has none.
 - Functions of a symmetric input that read only one triangle of it (``cholesky``,
   ``eigh``, ``eigvalsh``, ``pinv``/``svd`` with ``hermitian=True``, SciPy's ``cho_factor``
-  and symmetric ``solve``) get the symmetric gradient, as in JAX, PyTorch, TensorFlow and
-  autograd: the input stands for the symmetric matrix, so both triangles share the
-  gradient. Through a symmetric input built from other values (``B @ B.T``) it is the
-  same as differentiating the triangle read.
+  and symmetric ``solve``) get the symmetric gradient, as in JAX and PyTorch: the input
+  stands for the symmetric matrix, so both triangles share the gradient. (TensorFlow gives
+  the same gradient folded onto the triangle read; autograd 1.9 differentiates the
+  triangle NumPy reads, as if the other were not there.) Through a symmetric input built
+  from other values (``B @ B.T``) all of these agree.
 - Eigenvectors and singular vectors are defined up to sign (phase), and up to a rotation
   within a degenerate eigenspace. Their gradients are meaningful for losses invariant under
   that gauge (``v**2``, projectors ``v @ v.T``); at degenerate eigenvalues the coupling
@@ -102,7 +103,8 @@ def _conj(a):
 
 def _fold(h, lower=True):
     """The gradient with respect to a symmetric (Hermitian) input, from the gradient ``h``
-    at it: its symmetric (Hermitian) part, as JAX, PyTorch, TensorFlow and autograd give.
+    at it: its symmetric (Hermitian) part, as JAX and PyTorch give (autograd 1.9 instead
+    differentiates the triangle NumPy reads; TensorFlow folds the symmetric part onto it).
     NumPy reads one triangle (``lower``), but the input stands for the symmetric matrix,
     so both triangles share the gradient; through ``B @ B.T`` the result is the same
     either way."""
