@@ -651,6 +651,60 @@ def _(y, ybar, a, UPLO="L"):
     return _eigh_adjoint(y, np.linalg.eigh(a, UPLO)[1], ybar, None, UPLO)
 
 
+# eig of a general matrix, A = V diag(w) V^-1, with NumPy's unit-norm columns of V. With
+# P = V^-1 dA V: dw = diag(P), and dV = V C with C_ij = P_ij / (w_j - w_i) off the diagonal,
+# and Re C_jj = -Re (V^H V C)_jj keeping |v_j| = 1 (Im C_jj, the phase, is left free). The
+# adjoint, the transpose of that (PyTorch's linalg_eig_backward, conjugated to this
+# convention), is
+#     Abar = V^-T (diag(wbar) + F o (V^T Vbar - (V^H V)^T diag(Re diag(V^T Vbar)))) V^T
+# with F_ij = 1 / (w_j - w_i). It is meaningful for losses that do not depend on each
+# eigenvector's phase (|v|^2, V diag(w) V^-1, projectors), as JAX's and PyTorch's; at
+# repeated eigenvalues the coupling terms are dropped, as for eigh. For a real matrix only
+# the real part is a gradient (the real matrices are what it moves along).
+
+
+def _eig_adjoint(a, w, v, wbar, vbar):
+    vt = _mT(v)
+    inner = _diag_embed(wbar)
+    if vbar is not None:
+        g = np.matmul(vt, vbar)
+        gram = _mT(np.matmul(_mH(v), v))
+        correction = gram * np.expand_dims(np.real(_diagonal(g)), -2)
+        inner = inner + _inverse_gaps(w) * (g - correction)
+    abar = np.linalg.solve(vt, np.matmul(inner, vt))
+    return abar if np.iscomplexobj(a) else np.real(abar)
+
+
+@primitive
+def eig_packed(a):
+    """``np.linalg.eig(a)``'s eigenvalues and eigenvectors packed as ``(..., n + n * n)``."""
+    w, v = np.linalg.eig(a)
+    return _join((w, v), np.shape(w)[:-1])
+
+
+@sensitivity(eig_packed, 0)
+def _(y, ybar, a):
+    n = np.shape(a)[-1]
+    (w, v), (wbar, vbar) = _unpack(y, [(n,), (n, n)]), _unpack(ybar, [(n,), (n, n)])
+    return _eig_adjoint(a, w, v, wbar, vbar)
+
+
+_EigResult = _result_type(np.linalg.eig, np.eye(1))
+
+
+@implementation(np.linalg.eig)
+def _eig(a):
+    n = np.shape(a)[-1]
+    return _EigResult(*_unpack(eig_packed(a), [(n,), (n, n)]))
+
+
+@sensitivity(np.linalg.eigvals, 0)
+def _(y, ybar, a):
+    # dw = diag(V^-1 dA V): Abar = V^-T diag(wbar) V^T, with V computed again (eigvals has
+    # none); differentiated again, that eig is recorded too
+    return _eig_adjoint(a, y, np.linalg.eig(a)[1], ybar, None)
+
+
 # svd (Townsend 2016), with S = diag(s), F_ij = 1 / (s_j^2 - s_i^2):
 # Abar = U [(F o (U'Ubar - Ubar'U)) S + diag(sbar) + S (F o (V'Vbar - Vbar'V))] V'
 #        + (I - UU') Ubar S^-1 V' + U S^-1 Vbar' (I - VV')
