@@ -1328,3 +1328,99 @@ def scipy_counterpart(frame):
             return f"{__name__}.{ours.__name__}"
         frame = frame.f_back
     return None
+
+
+# -- polynomials as coefficient arrays (highest power first), written with the rules above ----
+#
+# NumPy's own convert with np.asarray (and return poly1d for poly1d input, which a node is
+# not); these take and return arrays, as NumPy does for arrays.
+
+
+@primitive
+def _values(x):
+    """``x`` itself; marked non-differentiable, so on a node it gives the plain values."""
+    return x
+
+
+nondifferentiable(_values)
+
+
+@implementation(np.polymul)
+def _polymul(a1, a2):
+    return np.convolve(np.atleast_1d(a1), np.atleast_1d(a2))
+
+
+@implementation(np.polyder)
+def _polyder(p, m=1):
+    if m < 0:
+        raise ValueError("Order of derivative must be positive (see polyint)")
+    p = np.atleast_1d(p)
+    for _ in range(m):
+        n = np.shape(p)[0] - 1
+        p = p[:-1] * np.arange(n, 0, -1) if n > 0 else np.zeros_like(p[:1])
+    return p
+
+
+@implementation(np.polyint)
+def _polyint(p, m=1, k=None):
+    if m < 0:
+        raise ValueError("Order of integral must be positive (see polyder)")
+    k = [0.0] * m if k is None else list(np.atleast_1d(k)) if np.ndim(k) else [k] * m
+    if len(k) < m:
+        raise ValueError("k must be a scalar or a rank-1 array of length 1 or >m.")
+    p = np.atleast_1d(p)
+    for i in range(m):
+        c = np.reshape(k[i], (1,))
+        p = np.concatenate([p / np.arange(np.shape(p)[0], 0, -1), c * np.ones_like(p[:1])])
+    return p
+
+
+@implementation(np.vander)
+def _vander(x, N=None, increasing=False):
+    powers = np.arange(len(x) if N is None else N)
+    if not increasing:
+        powers = powers[::-1]
+    return np.power(np.reshape(x, (-1, 1)), powers)
+
+
+@implementation(np.roots)
+def _roots(p):
+    # the eigenvalues of the companion matrix, as NumPy's, less leading and trailing zeros
+    # (whose count is read from the values: piecewise constant)
+    p = np.atleast_1d(p)
+    nonzero = np.flatnonzero(np.not_equal(p, 0))
+    if len(nonzero) == 0:
+        return np.zeros_like(p[:0])
+    trailing = len(p) - int(nonzero[-1]) - 1
+    p = p[int(nonzero[0]) : int(nonzero[-1]) + 1]
+    n = np.shape(p)[0]
+    if n > 1:
+        below = np.eye(n - 2, n - 1, dtype=float) if n > 2 else np.zeros((0, 1))
+        top = np.reshape(-p[1:] / p[0], (1, -1))
+        roots = np.linalg.eigvals(np.concatenate([top, below * np.ones_like(top)], axis=0))
+    else:
+        roots = np.zeros_like(p[:0])
+    if trailing:
+        roots = np.concatenate([roots, np.zeros_like(roots, shape=(trailing,))])
+    return roots
+
+
+@implementation(np.poly)
+def _poly(seq_of_zeros):
+    # NumPy's: the characteristic polynomial of a square matrix, or the product of (x - r)
+    # over the roots (real where the complex roots come in conjugate pairs)
+    seq = seq_of_zeros
+    if np.ndim(seq) == 2 and np.shape(seq)[0] == np.shape(seq)[1] and np.shape(seq)[0] != 0:
+        seq = np.linalg.eigvals(seq)
+    elif np.ndim(seq) != 1:
+        raise ValueError("input must be 1d or non-empty square 2d array.")
+    a = np.ones_like(seq[:1])
+    for k in range(np.shape(seq)[0]):
+        a = np.convolve(a, np.concatenate([np.ones_like(seq[:1]), -seq[k : k + 1]]))
+    if np.iscomplexobj(a):
+        roots = _values(seq)
+        pos = np.sort(roots[roots.imag > 0])
+        neg = np.conjugate(np.sort(roots[roots.imag < 0]))
+        if len(pos) == len(neg) and np.all(pos == neg):
+            a = np.real(a)
+    return a

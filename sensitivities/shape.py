@@ -989,3 +989,64 @@ def _piecewise(x, condlist, funclist, *args, **kw):
             vals = func(x[cond], *args, **kw)
             y = np.where(cond, scatter_add(_template(x), cond, vals), y)
     return y
+
+
+@implementation(np.sort_complex)
+def _sort_complex(a):
+    # NumPy's sorts a complex copy: the same order as sort (real part, then imaginary)
+    b = np.sort(a)
+    if np.iscomplexobj(b):
+        return b
+    return b + 0j if np.result_type(b) != np.float32 else astype(b, np.complex64)
+
+
+@implementation(np.unwrap)
+def _unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
+    # the jumps to correct are read from the values (piecewise constant); the result is p
+    # plus their running sum, so its derivative is that of p (1) almost everywhere
+    dd = np.diff(p, axis=axis)
+    discont = period / 2 if discont is None else discont
+    plain = _values(dd)
+    high = period / 2
+    ddmod = np.mod(plain + high, period) - high
+    ddmod = np.where((ddmod == -high) & (plain > 0), high, ddmod)
+    correct = np.where(np.abs(plain) < discont, 0.0, ddmod - plain)
+    axis %= np.ndim(p)
+    first = (slice(None),) * axis + (slice(0, 1),)
+    steps = np.cumsum(correct, axis=axis)
+    steps = np.concatenate([np.zeros_like(correct[first]), steps], axis=axis)
+    return p + steps
+
+
+@primitive
+def _values(x):
+    """``x`` itself; marked non-differentiable, so on a node it gives the plain values."""
+    return x
+
+
+nondifferentiable(_values)
+
+
+@implementation(np.apply_over_axes)
+def _apply_over_axes(func, a, axes):
+    # NumPy's own, without its np.asarray: func is applied axis by axis, keeping dims
+    val, ndim = a, np.ndim(a)
+    for axis in np.atleast_1d(axes):
+        axis = int(axis) % ndim
+        res = func(val, axis)
+        if np.ndim(res) != np.ndim(val):
+            res = np.expand_dims(res, axis)
+            if np.ndim(res) != np.ndim(val):
+                raise ValueError("function is not returning an array of the correct shape")
+        val = res
+    return val
+
+
+# Functions of integer sizes, indices, bits and dates: their results are constants
+nondifferentiable(
+    np.arange, np.empty, np.ones, np.zeros, np.eye, np.identity, np.tri, np.indices,
+    np.diag_indices, np.tril_indices, np.triu_indices, np.mask_indices, np.ix_,
+    np.ravel_multi_index, np.unravel_index, np.packbits, np.unpackbits, np.bartlett,
+    np.blackman, np.hamming, np.hanning, np.einsum_path, np.is_busday, np.busday_count,
+    np.busday_offset, np.datetime_as_string,
+)  # fmt: skip

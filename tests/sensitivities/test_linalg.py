@@ -470,6 +470,10 @@ def general_matrix(data, complex_input=False):
     return a if complex_input else np.real(a)
 
 
+def one_matrix(a):
+    return a[(0,) * (np.ndim(a) - 2)]
+
+
 def _eigenvalue_loss(w):
     # a function of each eigenvalue, summed: the same whatever order LAPACK returns them in
     return np.sum(np.real(w**2 * (0.3 - 0.7j)) + np.imag(w) ** 3 + np.real(w))
@@ -494,7 +498,41 @@ def eig_loss(a):
 IMPLEMENTED += [
     Case(np.linalg.eig, lambda d: (general_matrix(d),), fn=eig_loss, rtol=1e-4, atol=1e-5),
 ]
+W = np.linspace(-1.0, 1.0, 24)
+
+
+def weighted(y):
+    y = np.real(y)
+    return np.sum(y * W[: np.size(y)].reshape(np.shape(y)))
+
+
+def coefficients(data, n=3):
+    return data.draw(arrays((n,), 0.5, 2.0))
+
+
+IMPLEMENTED += [
+    Case(np.polymul, lambda d: (coefficients(d), coefficients(d, 2)),
+         fn=lambda a, b: weighted(np.polymul(a, b)), argnums=(0, 1)),
+    Case(np.polyder, lambda d: (coefficients(d, 4), d.draw(st.integers(0, 2))),
+         fn=lambda p, m: weighted(np.polyder(p, m))),
+    Case(np.polyint, lambda d: (coefficients(d), coefficients(d, 2)),
+         fn=lambda p, k: weighted(np.polyint(p, 2, k)), argnums=(0, 1)),
+    Case(np.vander, lambda d: (coefficients(d), d.draw(st.booleans())),
+         fn=lambda x, inc: weighted(np.vander(x, 4, increasing=inc))),
+    # roots well apart: (x - r1)(x - r2)(x - r3) with gaps of at least 1, and a complex pair
+    Case(np.roots, lambda d: (np.poly(np.arange(3.0) * 1.3 + coefficients(d) * 0.2),),
+         fn=lambda p: np.sum(np.roots(p) ** 2)),
+    Case(np.roots, lambda d: (np.array([1.0, 0.4, 2.0]) + coefficients(d) * 0.1,),
+         fn=lambda p: np.sum(np.abs(np.roots(p)) ** 3), name="roots-complex"),
+    Case(np.poly, lambda d: (coefficients(d),), fn=lambda r: weighted(np.poly(r))),
+    Case(np.poly, lambda d: (np.reshape(general_matrix(d), (-1, 1, 1))[:1, 0, 0] + 1.0,),
+         fn=lambda r: weighted(np.poly(r)), name="poly-of-one-root"),
+    Case(np.poly, lambda d: (one_matrix(general_matrix(d)),),
+         fn=lambda a: weighted(np.poly(a)),
+         name="poly-of-a-matrix", rtol=1e-4, atol=1e-5),
+]  # fmt: skip
 EIG_CASES = [
+    Case(linalg.eig_packed, lambda d: (general_matrix(d),), fn=eig_loss, rtol=1e-4, atol=1e-5),
     Case(np.linalg.eigvals, lambda d: (general_matrix(d),), fn=eigvals_loss, rtol=1e-4, atol=1e-5),
 ]
 

@@ -665,6 +665,17 @@ IMPLEMENTED += [
     Case(np.astype, lambda d: (array(d),), fn=lambda x: np.real(np.astype(x, np.complex128)) * 2),
 ]
 
+IMPLEMENTED += [
+    Case(np.sort_complex, lambda d: (distinct(d, st.just((4,))),),
+         fn=lambda a: weighted(np.sort_complex(a))),
+    # phases with jumps of more than pi, which unwrap corrects by multiples of 2 pi
+    Case(np.unwrap, lambda d: (np.cumsum(d.draw(arrays((2, 5), 0.5, 2.5)), axis=-1)
+                               + np.round(d.draw(arrays((2, 5), -2.0, 2.0))) * 2 * np.pi,),
+         fn=lambda p: weighted(np.unwrap(p))),
+    Case(np.apply_over_axes, lambda d: (array(d, st.just((2, 3, 2))),),
+         fn=lambda a: weighted(np.apply_over_axes(np.sum, a**2, [0, 2]))),
+]  # fmt: skip
+
 test_shape_implementations = implementation_test(IMPLEMENTED)
 
 
@@ -725,6 +736,47 @@ ENTERED = [
         fn=lambda x, i, axis: np.take_along_axis(x, i, axis),
     ),
 ]
+
+W = np.linspace(-1.0, 1.0, 24)  # a fixed weight: every element of a result is seen
+
+
+def weighted(y):
+    y = np.real(y)
+    return np.sum(y * W[: np.size(y)].reshape(np.shape(y)))
+
+
+def positive(d):
+    return d.draw(arrays((), 0.3, 2.0))
+
+
+ENTERED += [
+    Case(np.logspace, lambda d: (positive(d), positive(d)), fn=lambda a, b: weighted(
+        np.logspace(a, b, 4)), argnums=(0, 1)),
+    Case(np.polyadd, lambda d: (array(d, st.just((3,))), array(d, st.just((2,)))),
+         fn=lambda a, b: weighted(np.polyadd(a, b)), argnums=(0, 1)),
+    Case(np.polysub, lambda d: (array(d, st.just((2,))), array(d, st.just((3,)))),
+         fn=lambda a, b: weighted(np.polysub(a, b)), argnums=(0, 1)),
+    Case(np.row_stack, lambda d: (array(d, st.just((3,))),),  # noqa: NPY201
+         fn=lambda a: weighted(np.row_stack([a, a * a]))),  # noqa: NPY201
+    Case(np.union1d, lambda d: (distinct(d, st.just((4,))),),
+         fn=lambda a: weighted(np.union1d(a, np.array([-9.0])))),
+    Case(np.fromfunction, lambda d: (positive(d),),
+         fn=lambda s: weighted(np.fromfunction(lambda i, j: i * s + j * s**2, (2, 3)))),
+    Case(np.linalg.diagonal, lambda d: (array(d, st.just((2, 3, 3))),),
+         fn=lambda a: weighted(np.linalg.diagonal(a, offset=1))),
+    Case(np.linalg.matmul, lambda d: (array(d, st.just((2, 3))), array(d, st.just((3, 2)))),
+         fn=lambda a, b: weighted(np.linalg.matmul(a, b)), argnums=(0, 1)),
+    Case(np.linalg.matrix_transpose, lambda d: (array(d, st.just((2, 3))),),
+         fn=lambda a: weighted(np.linalg.matrix_transpose(a))),
+    Case(np.linalg.tensordot, lambda d: (array(d, st.just((2, 3))), array(d, st.just((3, 2)))),
+         fn=lambda a, b: weighted(np.linalg.tensordot(a, b, axes=1)), argnums=(0, 1)),
+    Case(np.linalg.trace, lambda d: (array(d, st.just((2, 3, 3))),),
+         fn=lambda a: weighted(np.linalg.trace(a))),
+    Case(np.linalg.vecdot, lambda d: (array(d, st.just((2, 3))), array(d, st.just((3,)))),
+         fn=lambda a, b: weighted(np.linalg.vecdot(a, b)), argnums=(0, 1)),
+    Case(np.fft.fftfreq, lambda d: (positive(d),), fn=lambda s: weighted(np.fft.fftfreq(5, s))),
+    Case(np.fft.rfftfreq, lambda d: (positive(d),), fn=lambda s: weighted(np.fft.rfftfreq(5, s))),
+]  # fmt: skip
 
 test_entered_functions = implementation_test(ENTERED, implemented=False)
 
