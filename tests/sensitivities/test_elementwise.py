@@ -470,7 +470,14 @@ def test_ufuncs_with_two_results_are_entered_as_differentiable_pieces():
 IMPLEMENTED = [
     # both of NumPy's Chebyshev pieces (|x| <= 8 and above), and negative x
     Case(np.i0, lambda d: (d.draw(arrays((5,), -12.0, 12.0)),), rtol=1e-6),
-]
+    # two results each; off the integers, where the pieces jump
+    Case(np.modf, lambda d: (d.draw(arrays((4,), -2.9, 2.9, avoid=[-2, -1, 0, 1, 2])),),
+         fn=lambda x: np.sum(np.modf(x)[0] * np.arange(1.0, 5.0))),
+    Case(np.frexp, lambda d: (d.draw(arrays((4,), 0.3, 2.9, avoid=[0.5, 1.0, 2.0])),),
+         fn=lambda x: np.sum(np.frexp(x)[0] * np.arange(1.0, 5.0))),
+    Case(np.divmod, lambda d: (d.draw(arrays((4,), 0.2, 2.7, avoid=[0.7, 1.4, 2.1])),),
+         fn=lambda x: np.sum(np.divmod(x, 0.7)[1] * np.arange(1.0, 5.0))),
+]  # fmt: skip
 
 test_elementwise_implementations = implementation_test(IMPLEMENTED)
 
