@@ -120,7 +120,7 @@ def _sum_rule(nan=False):
 
 def _mean_rule(nan=False):
     def rule(y, ybar, x, axis=None, dtype=None, out=None, keepdims=_NO_VALUE, *, where=_NO_VALUE):
-        if not np.size(x):  # NumPy's mean of nothing is NaN; its gradient is empty
+        if 0 in np.shape(x):  # NumPy's mean of nothing is NaN; its gradient is empty
             return np.zeros_like(x)
         mask = _mask(x, where, nan)
         g = expand_reduced(ybar, x, axis, keepdims) / _count(x, axis, mask)

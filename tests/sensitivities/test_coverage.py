@@ -11,6 +11,11 @@ from sensitivities.registry import function_name
 
 
 def all_cases():
+    """The rule cases of every family's tests: its lists named CASES or ..._CASES."""
+    return every_case(rules_only=True)
+
+
+def every_case(rules_only=False):
     """Every Case in a module-level list of some family's tests (CASES, IMPLEMENTED,
     ENTERED and the like)."""
     from tests.sensitivities.cases import Case
@@ -22,7 +27,9 @@ def all_cases():
                 module = importlib.import_module(f"tests.sensitivities.{info.name}")
             except pytest.skip.Exception:  # a family that needs a missing optional library
                 continue
-            for value in vars(module).values():
+            for name, value in vars(module).items():
+                if rules_only and not (name == "CASES" or name.endswith("_CASES")):
+                    continue
                 if isinstance(value, list) and value and all(isinstance(c, Case) for c in value):
                     cases += value
     return cases
@@ -44,7 +51,7 @@ def test_every_sensitivity_has_a_finite_difference_case():
 def test_every_implementation_has_a_finite_difference_case():
     from sensitivities.registry import _implementations
 
-    tested = {case.registered for case in all_cases()}
+    tested = {case.registered for case in every_case()}
     untested = [
         function_name(f)
         for f, impl in _implementations.items()
@@ -72,6 +79,6 @@ def test_every_public_numpy_function_is_classified():
 def test_every_entered_function_has_a_finite_difference_case():
     from sensitivities.audit import ENTERED, public_callables
 
-    tested = {case.registered for case in all_cases()}
+    tested = {case.registered for case in every_case()}
     public = dict(public_callables())
     assert not [n for n in ENTERED if public[n] not in tested]
