@@ -195,8 +195,20 @@ def _(y, ybar, x):
 # -- complex parts ----------------------------------------------------------------------
 
 sensitivity(np.conjugate, 0)(lambda y, ybar, x, **kw: np.conjugate(ybar))
-# Re(ybar * d Re z) == Re(ybar * dz) for real ybar; for d Im z, ybar * -1j does it
-sensitivity(np.real, 0)(lambda y, ybar, x: _real(ybar))
+
+
+@sensitivity(np.real, 0)
+def _(y, ybar, x):
+    # Re(ybar * d Re z) == Re(ybar * dz) for real ybar. The adjoint of a complex z is
+    # complex, also where ybar is real: under an outer derivative (a pullback differentiated
+    # again) a real-typed one would make the outer derivative real too
+    g = _real(ybar)
+    if np.iscomplexobj(x) and not np.iscomplexobj(g):
+        g = g + np.zeros_like(x)
+    return g
+
+
+# for d Im z, ybar * -1j does it
 sensitivity(np.imag, 0)(lambda y, ybar, x: -1j * _real(ybar))
 
 
@@ -394,3 +406,22 @@ def _frexp(x, **kwargs):
 @implementation(np.divmod)
 def _divmod(a, b, **kwargs):
     return np.floor_divide(a, b), np.remainder(a, b)
+
+
+# np.i0 is NumPy's Chebyshev series in |x| (one for |x| <= 8, one above), whose pieces are
+# plain arithmetic: entered through them, its derivative i1 and every higher one come free.
+try:
+    from numpy.lib._function_base_impl import _i0_1, _i0_2
+except ImportError:  # a NumPy that moved them: NumPy's own i0 is then entered as it is
+    _i0_1 = _i0_2 = None
+
+if _i0_1 is not None:
+
+    @implementation(np.i0)
+    def _i0(x):
+        if np.iscomplexobj(x):
+            raise TypeError("i0 not supported for complex values")
+        # |x| by selection, not np.abs: at 0 the derivative of |x| is then 1, not abs's
+        # subgradient 0, so that i0''(0) = 1/2 survives (i0 is even: either side will do)
+        x = np.where(x < 0, -x, x)
+        return np.piecewise(x, [x <= 8.0], [_i0_1, _i0_2])

@@ -17,10 +17,11 @@ Conventions:
   norms' column or row sums) share the adjoint, as ``max`` does; ``ord=0`` has none.
 - Functions of a symmetric input that read only one triangle of it (``cholesky``,
   ``eigh``, ``eigvalsh``, ``pinv``/``svd`` with ``hermitian=True``, SciPy's ``cho_factor``
-  and symmetric ``solve``) get the symmetric gradient, as in JAX, PyTorch, TensorFlow and
-  autograd: the input stands for the symmetric matrix, so both triangles share the
-  gradient. Through a symmetric input built from other values (``B @ B.T``) it is the
-  same as differentiating the triangle read.
+  and symmetric ``solve``) get the symmetric gradient, as in JAX and PyTorch: the input
+  stands for the symmetric matrix, so both triangles share the gradient. (TensorFlow gives
+  the same gradient folded onto the triangle read; autograd 1.9 differentiates the
+  triangle NumPy reads, as if the other were not there.) Through a symmetric input built
+  from other values (``B @ B.T``) all of these agree.
 - Eigenvectors and singular vectors are defined up to sign (phase), and up to a rotation
   within a degenerate eigenspace. Their gradients are meaningful for losses invariant under
   that gauge (``v**2``, projectors ``v @ v.T``); at degenerate eigenvalues the coupling
@@ -102,7 +103,8 @@ def _conj(a):
 
 def _fold(h, lower=True):
     """The gradient with respect to a symmetric (Hermitian) input, from the gradient ``h``
-    at it: its symmetric (Hermitian) part, as JAX, PyTorch, TensorFlow and autograd give.
+    at it: its symmetric (Hermitian) part, as JAX and PyTorch give (autograd 1.9 instead
+    differentiates the triangle NumPy reads; TensorFlow folds the symmetric part onto it).
     NumPy reads one triangle (``lower``), but the input stands for the symmetric matrix,
     so both triangles share the gradient; through ``B @ B.T`` the result is the same
     either way."""
@@ -649,6 +651,60 @@ def _(y, ybar, a, UPLO="L"):
     return _eigh_adjoint(y, np.linalg.eigh(a, UPLO)[1], ybar, None, UPLO)
 
 
+# eig of a general matrix, A = V diag(w) V^-1, with NumPy's unit-norm columns of V. With
+# P = V^-1 dA V: dw = diag(P), and dV = V C with C_ij = P_ij / (w_j - w_i) off the diagonal,
+# and Re C_jj = -Re (V^H V C)_jj keeping |v_j| = 1 (Im C_jj, the phase, is left free). The
+# adjoint, the transpose of that (PyTorch's linalg_eig_backward, conjugated to this
+# convention), is
+#     Abar = V^-T (diag(wbar) + F o (V^T Vbar - (V^H V)^T diag(Re diag(V^T Vbar)))) V^T
+# with F_ij = 1 / (w_j - w_i). It is meaningful for losses that do not depend on each
+# eigenvector's phase (|v|^2, V diag(w) V^-1, projectors), as JAX's and PyTorch's; at
+# repeated eigenvalues the coupling terms are dropped, as for eigh. For a real matrix only
+# the real part is a gradient (the real matrices are what it moves along).
+
+
+def _eig_adjoint(a, w, v, wbar, vbar):
+    vt = _mT(v)
+    inner = _diag_embed(wbar)
+    if vbar is not None:
+        g = np.matmul(vt, vbar)
+        gram = _mT(np.matmul(_mH(v), v))
+        correction = gram * np.expand_dims(np.real(_diagonal(g)), -2)
+        inner = inner + _inverse_gaps(w) * (g - correction)
+    abar = np.linalg.solve(vt, np.matmul(inner, vt))
+    return abar if np.iscomplexobj(a) else np.real(abar)
+
+
+@primitive
+def eig_packed(a):
+    """``np.linalg.eig(a)``'s eigenvalues and eigenvectors packed as ``(..., n + n * n)``."""
+    w, v = np.linalg.eig(a)
+    return _join((w, v), np.shape(w)[:-1])
+
+
+@sensitivity(eig_packed, 0)
+def _(y, ybar, a):
+    n = np.shape(a)[-1]
+    (w, v), (wbar, vbar) = _unpack(y, [(n,), (n, n)]), _unpack(ybar, [(n,), (n, n)])
+    return _eig_adjoint(a, w, v, wbar, vbar)
+
+
+_EigResult = _result_type(np.linalg.eig, np.eye(1))
+
+
+@implementation(np.linalg.eig)
+def _eig(a):
+    n = np.shape(a)[-1]
+    return _EigResult(*_unpack(eig_packed(a), [(n,), (n, n)]))
+
+
+@sensitivity(np.linalg.eigvals, 0)
+def _(y, ybar, a):
+    # dw = diag(V^-1 dA V): Abar = V^-T diag(wbar) V^T, with V computed again (eigvals has
+    # none); differentiated again, that eig is recorded too
+    return _eig_adjoint(a, y, np.linalg.eig(a)[1], ybar, None)
+
+
 # svd (Townsend 2016), with S = diag(s), F_ij = 1 / (s_j^2 - s_i^2):
 # Abar = U [(F o (U'Ubar - Ubar'U)) S + diag(sbar) + S (F o (V'Vbar - Vbar'V))] V'
 #        + (I - UU') Ubar S^-1 V' + U S^-1 Vbar' (I - VV')
@@ -973,7 +1029,11 @@ if hasattr(np.linalg, "vector_norm"):
         axes = tuple(range(len(shape))) if axis is None else axis
         axes = tuple(a % len(shape) for a in (axes if isinstance(axes, tuple) else (axes,)))
         rest = [i for i in range(len(shape)) if i not in axes]
-        flat = np.reshape(np.transpose(x, list(axes) + rest), (-1,) + tuple(shape[i] for i in rest))
+        size = 1  # not -1 in the reshape: the kept axes may be empty
+        for a in axes:
+            size *= shape[a]
+        moved = np.transpose(x, list(axes) + rest)
+        flat = np.reshape(moved, (size,) + tuple(shape[i] for i in rest))
         result = np.linalg.norm(flat, ord=ord, axis=0)
         if keepdims:
             result = np.reshape(result, tuple(1 if i in axes else n for i, n in enumerate(shape)))
@@ -1268,3 +1328,99 @@ def scipy_counterpart(frame):
             return f"{__name__}.{ours.__name__}"
         frame = frame.f_back
     return None
+
+
+# -- polynomials as coefficient arrays (highest power first), written with the rules above ----
+#
+# NumPy's own convert with np.asarray (and return poly1d for poly1d input, which a node is
+# not); these take and return arrays, as NumPy does for arrays.
+
+
+@primitive
+def _values(x):
+    """``x`` itself; marked non-differentiable, so on a node it gives the plain values."""
+    return x
+
+
+nondifferentiable(_values)
+
+
+@implementation(np.polymul)
+def _polymul(a1, a2):
+    return np.convolve(np.atleast_1d(a1), np.atleast_1d(a2))
+
+
+@implementation(np.polyder)
+def _polyder(p, m=1):
+    if m < 0:
+        raise ValueError("Order of derivative must be positive (see polyint)")
+    p = np.atleast_1d(p)
+    for _ in range(m):
+        n = np.shape(p)[0] - 1
+        p = p[:-1] * np.arange(n, 0, -1) if n > 0 else np.zeros_like(p[:1])
+    return p
+
+
+@implementation(np.polyint)
+def _polyint(p, m=1, k=None):
+    if m < 0:
+        raise ValueError("Order of integral must be positive (see polyder)")
+    k = [0.0] * m if k is None else list(np.atleast_1d(k)) if np.ndim(k) else [k] * m
+    if len(k) < m:
+        raise ValueError("k must be a scalar or a rank-1 array of length 1 or >m.")
+    p = np.atleast_1d(p)
+    for i in range(m):
+        c = np.reshape(k[i], (1,))
+        p = np.concatenate([p / np.arange(np.shape(p)[0], 0, -1), c * np.ones_like(p[:1])])
+    return p
+
+
+@implementation(np.vander)
+def _vander(x, N=None, increasing=False):
+    powers = np.arange(len(x) if N is None else N)
+    if not increasing:
+        powers = powers[::-1]
+    return np.power(np.reshape(x, (-1, 1)), powers)
+
+
+@implementation(np.roots)
+def _roots(p):
+    # the eigenvalues of the companion matrix, as NumPy's, less leading and trailing zeros
+    # (whose count is read from the values: piecewise constant)
+    p = np.atleast_1d(p)
+    nonzero = np.flatnonzero(np.not_equal(p, 0))
+    if len(nonzero) == 0:
+        return np.zeros_like(p[:0])
+    trailing = len(p) - int(nonzero[-1]) - 1
+    p = p[int(nonzero[0]) : int(nonzero[-1]) + 1]
+    n = np.shape(p)[0]
+    if n > 1:
+        below = np.eye(n - 2, n - 1, dtype=float) if n > 2 else np.zeros((0, 1))
+        top = np.reshape(-p[1:] / p[0], (1, -1))
+        roots = np.linalg.eigvals(np.concatenate([top, below * np.ones_like(top)], axis=0))
+    else:
+        roots = np.zeros_like(p[:0])
+    if trailing:
+        roots = np.concatenate([roots, np.zeros_like(roots, shape=(trailing,))])
+    return roots
+
+
+@implementation(np.poly)
+def _poly(seq_of_zeros):
+    # NumPy's: the characteristic polynomial of a square matrix, or the product of (x - r)
+    # over the roots (real where the complex roots come in conjugate pairs)
+    seq = seq_of_zeros
+    if np.ndim(seq) == 2 and np.shape(seq)[0] == np.shape(seq)[1] and np.shape(seq)[0] != 0:
+        seq = np.linalg.eigvals(seq)
+    elif np.ndim(seq) != 1:
+        raise ValueError("input must be 1d or non-empty square 2d array.")
+    a = np.ones_like(seq[:1])
+    for k in range(np.shape(seq)[0]):
+        a = np.convolve(a, np.concatenate([np.ones_like(seq[:1]), -seq[k : k + 1]]))
+    if np.iscomplexobj(a):
+        roots = _values(seq)
+        pos = np.sort(roots[roots.imag > 0])
+        neg = np.conjugate(np.sort(roots[roots.imag < 0]))
+        if len(pos) == len(neg) and np.all(pos == neg):
+            a = np.real(a)
+    return a

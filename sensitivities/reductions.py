@@ -15,8 +15,10 @@ Conventions:
   goes to the element a stable sort puts in that place.
 - ``var`` and ``std`` have dedicated rules, ``2 (x - mean) / (n - ddof)`` and its
   quotient by ``2 std``: one record instead of the five of a mean of squares, and the
-  same values. ``std`` of a constant slice has an infinite derivative; its gradient is NaN
-  there, as in autograd and JAX.
+  same values. ``std`` of a constant slice of two or more elements has an infinite
+  derivative; its gradient is NaN there, as in autograd and JAX. Where the variance is
+  constant whatever ``x`` is (a slice of one element, a scalar, ``n <= ddof``), its
+  gradient is 0.
 """
 
 import numpy as np
@@ -118,6 +120,8 @@ def _sum_rule(nan=False):
 
 def _mean_rule(nan=False):
     def rule(y, ybar, x, axis=None, dtype=None, out=None, keepdims=_NO_VALUE, *, where=_NO_VALUE):
+        if 0 in np.shape(x):  # NumPy's mean of nothing is NaN; its gradient is empty
+            return np.zeros_like(x)
         mask = _mask(x, where, nan)
         g = expand_reduced(ybar, x, axis, keepdims) / _count(x, axis, mask)
         return _masked(broadcast_to(g, np.shape(x)), mask)
@@ -241,7 +245,11 @@ def _(y, ybar, x, axis=0, dtype=None, out=None, keepdims=False, initial=_NO_VALU
 
 
 def _centred(x, axis, ddof, mask, mean=_NO_VALUE):
-    """``(x - mean) / (n - ddof)`` over ``axis``, zero where ``mask`` excludes."""
+    """``(x - mean) / (n - ddof)`` over ``axis``, zero where ``mask`` excludes, and the
+    slices where the variance is constant: None if there are none, True if all are, else a
+    mask (kept dims). A slice of one element (or of ``n <= ddof``, where NumPy divides by
+    zero) has a variance that is the same, 0, NaN or inf, whatever ``x`` is: its gradient
+    is 0, not the NaN of 0 / 0."""
     count = _count(x, axis, mask)
     axes = reduced_axes(axis, np.ndim(x))
     if mean is not _NO_VALUE:
@@ -250,7 +258,15 @@ def _centred(x, axis, ddof, mask, mean=_NO_VALUE):
         m = np.mean(x, axis=axes, keepdims=True)
     else:
         m = np.sum(np.where(mask, x, np.zeros_like(x)), axis=axes, keepdims=True) / count
-    return _masked((x - m) / (count - ddof), mask)
+    if mask is None:  # count is a Python int: one answer for every slice
+        if count <= 1 or count <= ddof:
+            return np.zeros_like(x), True
+        return (x - m) / (count - ddof), None
+    constant = (count <= 1) | (count <= ddof)
+    if not np.any(constant):
+        return _masked((x - m) / (count - ddof), mask), None
+    g = (x - m) / np.where(constant, np.ones_like(count), count - ddof)
+    return _masked(g, mask & ~constant), constant
 
 
 def _var_rule(nan=False, std=False):
@@ -258,12 +274,21 @@ def _var_rule(nan=False, std=False):
              where=_NO_VALUE, mean=_NO_VALUE, correction=_NO_VALUE):  # fmt: skip
         if correction is not _NO_VALUE:
             ddof = correction
-        g = _centred(x, axis, ddof, _mask(x, where, nan), mean)
-        if np.iscomplexobj(g):
-            g = np.conjugate(g)  # d|z|^2 = 2 Re(conj(z) dz), as in the rule of absolute
+        g, constant = _centred(x, axis, ddof, _mask(x, where, nan), mean)
+        if constant is True:
+            return g
         ybar = expand_reduced(ybar, x, axis, keepdims)
+        if np.iscomplexobj(g):
+            # d|z|^2 = 2 Re(conj(z) dz), as in the rule of absolute. The result is real, so
+            # only the real part of its adjoint means anything: differentiated again, an
+            # adjoint that met complex arithmetic may carry an imaginary part here
+            g = np.conjugate(g)
+            ybar = np.real(ybar) if np.iscomplexobj(ybar) else ybar
         if std:
-            return ybar * g / expand_reduced(y, x, axis, keepdims)
+            y = expand_reduced(y, x, axis, keepdims)
+            if constant is not None:  # 0 / 0 where the slice is constant: g is 0 there
+                y = np.where(constant, np.ones_like(y), y)
+            return ybar * g / y
         return ybar * 2 * g
 
     return rule
@@ -379,7 +404,7 @@ def _quantile(a, q, axis, method, keepdims, nan):
     kept = [i for i in range(ndim) if i not in axes]
     order = kept + list(axes)
     moved = a if order == sorted(order) else np.transpose(a, order)
-    flat = np.reshape(moved, [shape[i] for i in kept] + [-1])
+    flat = np.reshape(moved, [shape[i] for i in kept] + [_size(shape, axes)])
     s = np.sort(flat, axis=-1)
     count = np.sum(~np.isnan(flat), axis=-1) if nan else np.shape(s)[-1]
     pos = np.reshape(q, np.shape(q) + (1,) * len(kept)) * (np.asarray(count) - 1)
@@ -406,6 +431,14 @@ def _quantile(a, q, axis, method, keepdims, nan):
     return out
 
 
+def _size(shape, axes):
+    """How many elements a slice over ``axes`` has (not -1 in a reshape: it may be 0)."""
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return n
+
+
 def _no_out(name, out, weights=None):
     if out is not None:
         raise TypeError(f"np.{name}(..., out=...) cannot be recorded; use the returned value")
@@ -426,6 +459,9 @@ def _quantile_impl(name, nan, scale):
 def _median_impl(name, nan):
     def impl(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         _no_out(name, out)
+        if not _size(np.shape(a), reduced_axes(axis, np.ndim(a))):
+            # NumPy's median of an empty slice is its mean, NaN with a warning
+            return np.mean(a, axis=axis, keepdims=keepdims)
         return _quantile(a, 0.5, axis, "linear", keepdims, nan)
 
     impl.__name__ = name
@@ -448,7 +484,8 @@ def _average(a, axis=None, weights=None, returned=False, *, keepdims=_NO_VALUE):
     keep = keepdims is True
     if weights is None:
         avg = np.mean(a, axis=axis, keepdims=keep)
-        scale = np.asarray(np.size(a) / max(np.size(avg), 1), dtype=_real_dtype(a))
+        # as NumPy: a ZeroDivisionError where the result is empty too
+        scale = np.asarray(np.size(a) / np.size(avg), dtype=_real_dtype(a))
     else:
         w = _weights_like(weights, a, axis)
         w = np.broadcast_to(w, np.shape(a))

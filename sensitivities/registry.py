@@ -44,6 +44,7 @@ __all__ = [
     "implementation_of",
     "registered_functions",
     "function_name",
+    "qualified_name",
 ]
 
 _ANY = [object]  # multipledispatch's spelling of "any number of arguments of any type"
@@ -60,6 +61,41 @@ def function_name(f: Any) -> str:
         if module.startswith(prefix):
             return prefix.split(".")[-1] + "." + name
     return name
+
+
+# Where users import functions from, in the order a name is looked up, with the prefix
+# they write it with.
+_PUBLIC_MODULES = (
+    ("numpy", "np"),
+    ("numpy.linalg", "np.linalg"),
+    ("numpy.fft", "np.fft"),
+    ("numpy.lib.stride_tricks", "np.lib.stride_tricks"),
+    ("scipy.special", "scipy.special"),
+    ("scipy.linalg", "scipy.linalg"),
+)
+
+
+def qualified_name(f: Any) -> str:
+    """The name a user imports ``f`` by: ``np.sin``, ``np.add.reduce``, ``np.linalg.inv``,
+    ``np.lib.stride_tricks.sliding_window_view``, ``scipy.special.gammaln``; for anything
+    else, its module and name (``mypackage.softplus``).
+
+    >>> import numpy as np
+    >>> qualified_name(np.lib.stride_tricks.sliding_window_view)
+    'np.lib.stride_tricks.sliding_window_view'
+    >>> qualified_name(np.add.reduce), qualified_name(np.linalg.eig)
+    ('np.add.reduce', 'np.linalg.eig')
+    """
+    owner = getattr(f, "__self__", None)
+    if owner is not None and hasattr(owner, "nin"):  # a bound ufunc method
+        return f"{qualified_name(owner)}.{f.__name__}"
+    name = getattr(f, "__name__", None) or type(f).__name__
+    for module_name, prefix in _PUBLIC_MODULES:
+        module = sys.modules.get(module_name)  # only what is imported: never import here
+        if module is not None and getattr(module, name, None) is f:
+            return f"{prefix}.{name}"
+    module = str(getattr(f, "__module__", "") or "")
+    return f"{module}.{name}" if module else name
 
 
 class Rules:

@@ -819,3 +819,234 @@ def _bincount(x, weights=None, minlength=0):
         return np.bincount(x, minlength=minlength)
     bins = max(int(np.max(x)) + 1 if np.size(x) else 0, minlength)
     return scatter_add(np.zeros_like(weights, shape=(bins,)), x, weights)
+
+
+# -- NumPy 2's function form of astype -------------------------------------------------------
+
+
+@implementation(np.astype)
+def _(x, dtype, /, *, copy=True, device=None):
+    # NumPy's own refuses anything but an ndarray; the method's record is the same cast
+    if device not in (None, "cpu"):
+        raise ValueError(f"Unsupported device {device!r}")
+    return astype(x, dtype)
+
+
+# -- np.gradient: central differences inside, one-sided at the edges, by slicing -------------
+
+
+def _spacings(f, varargs, axes):
+    """One spacing per axis, as NumPy reads them: none (1), one scalar for every axis, or
+    one per axis, each a scalar or the coordinates along it (an array of its length)."""
+    if not varargs:
+        return [1.0] * len(axes)
+    if len(varargs) == 1 and np.ndim(varargs[0]) == 0:
+        return list(varargs) * len(axes)
+    if len(varargs) != len(axes):
+        raise TypeError("invalid number of arguments")
+    for h, ax in zip(varargs, axes):
+        if np.ndim(h) not in (0, 1):
+            raise ValueError("distances must be either scalars or 1d")
+        if np.ndim(h) == 1 and len(h) != np.shape(f)[ax]:
+            raise ValueError(
+                "when 1d, distances must match the length of the corresponding dimension"
+            )
+    return list(varargs)
+
+
+def _gradient_along(f, h, axis, edge_order):
+    n = np.shape(f)[axis]
+    if n < edge_order + 1:
+        raise ValueError(
+            "Shape of array too small to calculate a numerical gradient, "
+            "at least (edge_order + 1) elements are required."
+        )
+    lead = (slice(None),) * axis
+
+    def at(start, stop=None):
+        return f[lead + (slice(start, stop),)]
+
+    if np.ndim(h) == 0:  # uniform spacing: the same formulas NumPy uses
+        interior = (at(2, None) - at(None, -2)) / (2.0 * h)
+        if edge_order == 1:
+            first, last = (at(1, 2) - at(0, 1)) / h, (at(-1) - at(-2, -1)) / h
+        else:
+            first = (-1.5 * at(0, 1) + 2.0 * at(1, 2) - 0.5 * at(2, 3)) / h
+            last = (0.5 * at(-3, -2) - 2.0 * at(-2, -1) + 1.5 * at(-1)) / h
+    else:  # coordinates: second-order differences on an uneven grid
+        dx = np.diff(h)
+        along = (1,) * axis + (-1,) + (1,) * (np.ndim(f) - axis - 1)
+
+        def col(v):
+            return np.reshape(v, along)
+
+        d1, d2 = dx[:-1], dx[1:]
+        a, b, c = -d2 / (d1 * (d1 + d2)), (d2 - d1) / (d1 * d2), d1 / (d2 * (d1 + d2))
+        interior = col(a) * at(None, -2) + col(b) * at(1, -1) + col(c) * at(2, None)
+        if edge_order == 1:
+            first, last = (at(1, 2) - at(0, 1)) / dx[0], (at(-1) - at(-2, -1)) / dx[-1]
+        else:
+            d1, d2 = dx[0], dx[1]
+            first = (
+                -(2.0 * d1 + d2) / (d1 * (d1 + d2)) * at(0, 1)
+                + (d1 + d2) / (d1 * d2) * at(1, 2)
+                - d1 / (d2 * (d1 + d2)) * at(2, 3)
+            )
+            d1, d2 = dx[-2], dx[-1]
+            last = (
+                d2 / (d1 * (d1 + d2)) * at(-3, -2)
+                - (d2 + d1) / (d1 * d2) * at(-2, -1)
+                + (2.0 * d2 + d1) / (d2 * (d1 + d2)) * at(-1)
+            )
+    return np.concatenate([first, interior, last], axis=axis)
+
+
+@implementation(np.gradient)
+def _gradient(f, *varargs, axis=None, edge_order=1):
+    # NumPy's own writes into a preallocated array; this is the same stencils, by slicing
+    if edge_order not in (1, 2):
+        raise ValueError("'edge_order' greater than 2 not supported")
+    ndim = np.ndim(f)
+    single = isinstance(axis, int)
+    axes = tuple(range(ndim)) if axis is None else (axis,) if single else tuple(axis)
+    axes = tuple(a % ndim for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ValueError("duplicate value in 'axis'")
+    if np.result_type(f).kind not in "fc":
+        f = f.astype(np.float64)
+    spacings = _spacings(f, varargs, axes)
+    out = [_gradient_along(f, h, ax, edge_order) for h, ax in zip(spacings, axes)]
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+# -- sliding windows: a gather of the windows' elements, whose adjoint adds them back ---------
+
+
+@implementation(np.lib.stride_tricks.sliding_window_view)
+def _sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
+    if writeable:
+        raise NotImplementedError(
+            "sliding_window_view(..., writeable=True) of a node: windows share memory with x, "
+            "and a write into one cannot be recorded"
+        )
+    window_shape = tuple(window_shape) if np.iterable(window_shape) else (window_shape,)
+    ndim = np.ndim(x)
+    if axis is None:
+        if len(window_shape) != ndim:
+            raise ValueError(
+                f"Since axis is `None`, must provide window_shape for all dimensions of `x`; "
+                f"got {len(window_shape)} window_shape elements and `x.ndim` is {ndim}."
+            )
+        axis = tuple(range(ndim))
+    else:
+        axis = tuple(axis) if np.iterable(axis) else (axis,)
+        if len(window_shape) != len(axis):
+            raise ValueError(
+                f"Must provide matching length window_shape and axis; got {len(window_shape)} "
+                f"window_shape elements and {len(axis)} axes elements."
+            )
+    if any(w < 0 for w in window_shape):
+        raise ValueError("`window_shape` cannot contain negative values")
+    out = x
+    for ax, w in zip(axis, window_shape):
+        ax %= ndim
+        n = np.shape(out)[ax]
+        if n < w:
+            raise ValueError("window shape cannot be larger than input array shape")
+        # windows[i, j] = x[i + j], along ax; the window's own axis goes last, as NumPy's
+        index = np.arange(n - w + 1)[:, None] + np.arange(w)[None, :]
+        out = np.moveaxis(np.take(out, index, axis=ax), ax + 1, -1)
+    return out
+
+
+# -- piecewise: each function on its slice, put in place with scatter_add --------------------
+
+
+@implementation(np.piecewise)
+def _piecewise(x, condlist, funclist, *args, **kw):
+    # NumPy's own fills y[cond] in place; here each piece is scattered into an array of
+    # zeros and selected with where (a later condition wins, as a later write does)
+    if np.ndim(x) == 0:
+        x = np.reshape(x, ())  # a 0-d array, which a 0-d mask indexes (a float is not)
+    n2 = len(funclist)
+    if np.isscalar(condlist) or (
+        not isinstance(condlist[0], (list, np.ndarray)) and np.ndim(x) != 0
+    ):
+        condlist = [condlist]
+    condlist = np.asarray(condlist, dtype=bool)
+    n = len(condlist)
+    if n == n2 - 1:  # the "otherwise" condition
+        condlist = np.concatenate([condlist, ~np.any(condlist, axis=0, keepdims=True)], axis=0)
+        n += 1
+    elif n != n2:
+        raise ValueError(f"with {n} condition(s), either {n} or {n + 1} functions are expected")
+    y = np.zeros_like(x)
+    for cond, func in zip(condlist, funclist):
+        cond = np.broadcast_to(cond, np.shape(x))
+        if not callable(func):
+            y = np.where(cond, func, y)
+        elif np.any(cond):
+            vals = func(x[cond], *args, **kw)
+            y = np.where(cond, scatter_add(_template(x), cond, vals), y)
+    return y
+
+
+@implementation(np.sort_complex)
+def _sort_complex(a):
+    # NumPy's sorts a complex copy: the same order as sort (real part, then imaginary)
+    b = np.sort(a)
+    if np.iscomplexobj(b):
+        return b
+    return b + 0j if np.result_type(b) != np.float32 else astype(b, np.complex64)
+
+
+@implementation(np.unwrap)
+def _unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
+    # the jumps to correct are read from the values (piecewise constant); the result is p
+    # plus their running sum, so its derivative is that of p (1) almost everywhere
+    dd = np.diff(p, axis=axis)
+    discont = period / 2 if discont is None else discont
+    plain = _values(dd)
+    high = period / 2
+    ddmod = np.mod(plain + high, period) - high
+    ddmod = np.where((ddmod == -high) & (plain > 0), high, ddmod)
+    correct = np.where(np.abs(plain) < discont, 0.0, ddmod - plain)
+    axis %= np.ndim(p)
+    first = (slice(None),) * axis + (slice(0, 1),)
+    steps = np.cumsum(correct, axis=axis)
+    steps = np.concatenate([np.zeros_like(correct[first]), steps], axis=axis)
+    return p + steps
+
+
+@primitive
+def _values(x):
+    """``x`` itself; marked non-differentiable, so on a node it gives the plain values."""
+    return x
+
+
+nondifferentiable(_values)
+
+
+@implementation(np.apply_over_axes)
+def _apply_over_axes(func, a, axes):
+    # NumPy's own, without its np.asarray: func is applied axis by axis, keeping dims
+    val, ndim = a, np.ndim(a)
+    for axis in np.atleast_1d(axes):
+        axis = int(axis) % ndim
+        res = func(val, axis)
+        if np.ndim(res) != np.ndim(val):
+            res = np.expand_dims(res, axis)
+            if np.ndim(res) != np.ndim(val):
+                raise ValueError("function is not returning an array of the correct shape")
+        val = res
+    return val
+
+
+# Functions of integer sizes, indices, bits and dates: their results are constants
+nondifferentiable(
+    np.arange, np.empty, np.ones, np.zeros, np.eye, np.identity, np.tri, np.indices,
+    np.diag_indices, np.tril_indices, np.triu_indices, np.mask_indices, np.ix_,
+    np.ravel_multi_index, np.unravel_index, np.packbits, np.unpackbits, np.bartlett,
+    np.blackman, np.hamming, np.hanning, np.einsum_path, np.is_busday, np.busday_count,
+    np.busday_offset, np.datetime_as_string,
+)  # fmt: skip

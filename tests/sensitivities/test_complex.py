@@ -292,3 +292,85 @@ def test_second_derivatives_through_complex_intermediates():
     # d/dx of a real gradient computed through complex arithmetic
     f = lambda x: np.sum(np.abs(np.exp(1j * x) * (2 + x)) ** 2 + np.real(np.sin(x + 1j) ** 2))  # noqa: E731
     check_grads(lambda x: grad(f, argnums=0)(x), np.array([0.3, -0.7, 1.1]), rtol=1e-4, atol=1e-5)
+
+
+# -- real-valued functions of complex input, to second order -------------------------------
+
+_Z = _R.standard_normal((3, 3)) + 1j * _R.standard_normal((3, 3))
+
+# f(z) real; differentiated again, the adjoint of f's result may carry an imaginary part
+# that means nothing (it met complex arithmetic on the way back): each rule must drop it
+REAL_OF_COMPLEX = {
+    "absolute": (np.abs, _Z[0]), "real": (np.real, _Z[0]), "imag": (np.imag, _Z[0]),
+    "angle": (np.angle, _Z[0]), "angle_deg": (lambda z: np.angle(z, deg=True), _Z[0]),
+    "var": (np.var, _Z[0]), "std": (np.std, _Z[0]),
+    "std_axis_ddof": (lambda z: np.std(z, axis=0, ddof=1), _Z),
+    "nanvar": (np.nanvar, _Z[0]), "nanstd": (np.nanstd, _Z[0]),
+    "norm": (np.linalg.norm, _Z[0]), "norm_1": (lambda z: np.linalg.norm(z, 1), _Z[0]),
+    "norm_3": (lambda z: np.linalg.norm(z, 3), _Z[0]),
+    "norm_inf": (lambda z: np.linalg.norm(z, np.inf), _Z[0]),
+    "norm_nuc": (lambda z: np.linalg.norm(z, "nuc"), _Z),
+    "norm_2": (lambda z: np.linalg.norm(z, 2), _Z),
+    "norm_axis": (lambda z: np.linalg.norm(z, axis=1), _Z),
+    "vector_norm": (np.linalg.vector_norm, _Z[0]), "matrix_norm": (np.linalg.matrix_norm, _Z),
+    "svdvals": (np.linalg.svdvals, _Z), "cond": (np.linalg.cond, _Z),
+    "eigvalsh": (lambda z: np.linalg.eigvalsh(z + np.conj(z.T)), _Z),
+    "slogdet": (lambda z: np.linalg.slogdet(z)[1], _Z),
+    "lstsq_residuals": (lambda z: np.linalg.lstsq(z[:, :2], z[:, 2])[1], _Z),
+    "irfft": (np.fft.irfft, _Z[0]), "hfft": (np.fft.hfft, _Z[0]), "irfft2": (np.fft.irfft2, _Z),
+}  # fmt: skip
+
+
+def _gradient_of_real_function(f, z):
+    """The gradient of a loss through f in which f's adjoint depends on z too (so that,
+    differentiated again, it is a node that meets complex arithmetic)."""
+    w = np.random.default_rng(5).standard_normal(np.shape(f(z)))
+
+    def loss(z):
+        y = f(z)
+        return np.sum(np.sin(y) * w) + 0.3 * np.sum(y**2)
+
+    return lambda z: grad(loss)(z)[0]
+
+
+@pytest.mark.parametrize("name", sorted(REAL_OF_COMPLEX))
+def test_real_functions_of_complex_input_to_second_order(name):
+    from tape import jvp
+
+    f, z = REAL_OF_COMPLEX[name]
+    g = _gradient_of_real_function(f, z)
+    rng = np.random.default_rng(6)
+    wz = rng.standard_normal(z.shape) + 1j * rng.standard_normal(z.shape)
+    # reverse over reverse, against central differences in both real directions
+    check_complex_grads(lambda z: np.real(np.sum(g(z) * wz)), z, rtol=1e-4, atol=1e-5)
+    # forward over reverse: a complex tangent, against central differences along it
+    dz = rng.standard_normal(z.shape) + 1j * rng.standard_normal(z.shape)
+    _, tangent = jvp(g, (z,), (dz,))
+    h = 1e-6
+    expected = (g(z + h * dz) - g(z - h * dz)) / (2 * h)
+    assert np.iscomplexobj(tangent)
+    np.testing.assert_allclose(tangent, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_std_of_complex_input_reverse_over_reverse():
+    from tape import hessian
+
+    b, a = np.array([0.5, -1.0, 2.0]), np.array([0.1, 0.2, 0.3])
+    f = lambda a: np.std(a + 1j * b)  # noqa: E731
+    nested = np.stack([grad(lambda a, i=i: grad(f)(a)[0][i])(a)[0] for i in range(3)])
+    expected = np.stack([numeric_grad(lambda a, i=i: grad(f)(a)[0][i], (a,), 0) for i in range(3)])
+    np.testing.assert_allclose(nested, expected, rtol=1e-5, atol=1e-7)
+    assert abs(nested[1, 1] - 0.1810) < 1e-3
+    np.testing.assert_allclose(hessian(f)(a), expected, rtol=1e-5, atol=1e-7)
+
+
+def test_a_pullback_to_a_complex_input_stays_complex_under_an_outer_derivative():
+    from tape import jvp, vjp
+
+    def pull(v):
+        return vjp(np.real, 0.4 + 0.1j)[1](v)[0]
+
+    assert pull(0.7) == 0.7 + 0j
+    value, tangent = jvp(pull, (0.7,), (1.0,))
+    assert np.iscomplexobj(value) and np.iscomplexobj(tangent)
+    assert value == 0.7 + 0j and tangent == 1.0 + 0j

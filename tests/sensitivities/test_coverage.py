@@ -11,6 +11,15 @@ from sensitivities.registry import function_name
 
 
 def all_cases():
+    """The rule cases of every family's tests: its lists named CASES or ..._CASES."""
+    return every_case(rules_only=True)
+
+
+def every_case(rules_only=False):
+    """Every Case in a module-level list of some family's tests (CASES, IMPLEMENTED,
+    ENTERED and the like)."""
+    from tests.sensitivities.cases import Case
+
     cases = []
     for info in pkgutil.iter_modules(family_tests.__path__):
         if info.name.startswith("test_") and info.name != "test_coverage":
@@ -18,7 +27,11 @@ def all_cases():
                 module = importlib.import_module(f"tests.sensitivities.{info.name}")
             except pytest.skip.Exception:  # a family that needs a missing optional library
                 continue
-            cases += getattr(module, "CASES", [])
+            for name, value in vars(module).items():
+                if rules_only and not (name == "CASES" or name.endswith("_CASES")):
+                    continue
+                if isinstance(value, list) and value and all(isinstance(c, Case) for c in value):
+                    cases += value
     return cases
 
 
@@ -33,3 +46,39 @@ def test_every_sensitivity_has_a_finite_difference_case():
         and not str(getattr(f, "__module__", "")).startswith("tests")  # rules that tests define
     ]
     assert not untested, f"functions with sensitivities but no finite-difference case: {untested}"
+
+
+def test_every_implementation_has_a_finite_difference_case():
+    from sensitivities.registry import _implementations
+
+    tested = {case.registered for case in every_case()}
+    untested = [
+        function_name(f)
+        for f, impl in _implementations.items()
+        if f not in tested and str(impl.__module__).startswith("sensitivities")
+    ]
+    assert not untested, f"implementations with no finite-difference case: {untested}"
+
+
+def test_every_public_numpy_function_is_classified():
+    """Fails when NumPy gains a function (or tape loses one) that nobody classified: give it
+    a rule, an implementation, a non-differentiable mark, or a reason in
+    sensitivities.audit.UNSUPPORTED."""
+    from sensitivities.audit import ENTERED, UNSUPPORTED, classify, public_callables
+
+    public = dict(public_callables())
+    kinds = {name: classify(name, f)[0] for name, f in public.items()}
+    unclassified = sorted(name for name, kind in kinds.items() if kind == "unclassified")
+    assert not unclassified, f"public NumPy functions nobody classified: {unclassified}"
+    # the tables name only functions NumPy has, and only ones that need them
+    listed = set(UNSUPPORTED) | ENTERED
+    stale = sorted(n for n in listed if kinds.get(n) not in ("unsupported", "entered"))
+    assert not stale, f"names in sensitivities.audit NumPy lacks or the registry covers: {stale}"
+
+
+def test_every_entered_function_has_a_finite_difference_case():
+    from sensitivities.audit import ENTERED, public_callables
+
+    tested = {case.registered for case in every_case()}
+    public = dict(public_callables())
+    assert not [n for n in ENTERED if public[n] not in tested]

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from sensitivities import lookup
 from tape import Node, grad
-from tests.sensitivities.cases import Case, rule_test, second_order_test
+from tests.sensitivities.cases import Case, implementation_test, rule_test, second_order_test
 from tests.strategies import SHAPES, arrays, broadcastable
 
 
@@ -356,6 +356,7 @@ SECOND_ORDER = [
     (lambda x: np.logaddexp.accumulate(x), (-2.0, 2.0)),
     (lambda x: np.multiply.outer(x, x), (-2.0, 2.0)),
     (lambda x: np.abs(x + 1j * np.flip(x)), (0.3, 2.0)),
+    (np.i0, (-10.0, 10.0)),
 ]  # fmt: skip
 
 
@@ -462,3 +463,28 @@ def test_ufuncs_with_two_results_are_entered_as_differentiable_pieces():
     for f in (np.modf, np.frexp, lambda v: np.divmod(v, 0.7)):
         for got, expected in zip(f(node), f(x)):
             np.testing.assert_array_equal(getattr(got, "value", got), expected)
+
+
+# -- implementations ------------------------------------------------------------------------
+
+IMPLEMENTED = [
+    # both of NumPy's Chebyshev pieces (|x| <= 8 and above), and negative x
+    Case(np.i0, lambda d: (d.draw(arrays((5,), -12.0, 12.0)),), rtol=1e-6),
+    # two results each; off the integers, where the pieces jump
+    Case(np.modf, lambda d: (d.draw(arrays((4,), -2.9, 2.9, avoid=[-2, -1, 0, 1, 2])),),
+         fn=lambda x: np.sum(np.modf(x)[0] * np.arange(1.0, 5.0))),
+    Case(np.frexp, lambda d: (d.draw(arrays((4,), 0.3, 2.9, avoid=[0.5, 1.0, 2.0])),),
+         fn=lambda x: np.sum(np.frexp(x)[0] * np.arange(1.0, 5.0))),
+    Case(np.divmod, lambda d: (d.draw(arrays((4,), 0.2, 2.7, avoid=[0.7, 1.4, 2.1])),),
+         fn=lambda x: np.sum(np.divmod(x, 0.7)[1] * np.arange(1.0, 5.0))),
+]  # fmt: skip
+
+test_elementwise_implementations = implementation_test(IMPLEMENTED)
+
+
+def test_i0_derivative_is_i1():
+    i1 = pytest.importorskip("scipy.special").i1
+
+    x = np.array([-9.5, -2.0, 0.0, 0.7, 8.0, 15.0])
+    (g,) = grad(lambda x: np.sum(np.i0(x)))(x)
+    np.testing.assert_allclose(g, i1(x), rtol=1e-12, atol=1e-15)

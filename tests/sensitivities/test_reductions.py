@@ -2,12 +2,14 @@
 negative, tuple), ``keepdims``, ``where``, ``ddof`` and NaNs; implementations also against
 NumPy's own values."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tape import Leaf, Tape, grad, propagate, reverse_tape
+from tape import Leaf, Tape, grad, propagate, reverse_tape, value_and_grad
 from tests.fd import numeric_grad
 from tests.sensitivities.cases import Case, implementation_test, rule_test
 from tests.strategies import SHAPES, arrays
@@ -325,6 +327,93 @@ def test_std_of_a_constant_slice_is_nan_not_an_error():
     with np.errstate(divide="ignore", invalid="ignore"):
         (g,) = grad(lambda x: np.sum(np.std(x, axis=1)))(np.array([[1.0, 1.0], [1.0, 2.0]]))
     assert np.all(np.isnan(g[0])) and np.allclose(g[1], [-0.5, 0.5])
+
+
+@pytest.mark.parametrize("f", [np.std, np.var, np.nanstd, np.nanvar])
+def test_variance_of_one_element_is_constant_and_has_gradient_zero(f):
+    from tape import jvp
+
+    # the function is 0 whatever x is (NaN or inf with ddof >= n): its derivative is 0
+    assert grad(f)(3.5) == (0.0,)
+    assert jvp(f, (3.5,), (1.0,)) == (0.0, 0.0)
+    (g,) = grad(lambda x: np.sum(f(x, axis=0)))(np.ones((1, 3)))
+    np.testing.assert_array_equal(g, np.zeros((1, 3)))
+    x = np.array([[1.0, 2.0, 4.0], [3.0, 5.0, 0.0]])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for ddof in (1, 2, 3):  # slices of one element, or of n <= ddof: NumPy's value kept
+            for axis in (0, 1):
+
+                def loss(x, axis=axis, ddof=ddof):
+                    return np.sum(f(x, axis=axis, ddof=ddof) * 0.5)
+
+                value, (g,) = value_and_grad(loss)(x)
+                np.testing.assert_array_equal(value, loss(x))
+                n = x.shape[axis]
+                if n <= ddof:
+                    np.testing.assert_array_equal(g, np.zeros_like(x))
+                else:  # the slices that vary still have their gradient
+                    expected = numeric_grad(loss, (x,), 0)
+                    np.testing.assert_allclose(g, expected, rtol=1e-6, atol=1e-8)
+
+
+def test_nan_variance_with_slices_of_one_number():
+    x = np.array([[1.0, np.nan, np.nan], [3.0, 5.0, 0.5]])
+    for f in (np.nanstd, np.nanvar):
+        (g,) = grad(lambda x, f=f: np.sum(f(x, axis=1) * np.array([1.0, 2.0])))(x)
+        expected = numeric_grad(lambda x, f=f: np.sum(f(x[1:], axis=1)) * 2.0, (x,), 0)
+        np.testing.assert_allclose(g, np.where(np.isnan(x), 0.0, expected), atol=1e-8)
+
+
+EMPTY_AND_SINGLE = {
+    "sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min,
+    "var": np.var, "std": np.std, "std_ddof": lambda x, **k: np.std(x, ddof=1, **k),
+    "median": np.median, "nanmedian": np.nanmedian, "average": np.average, "ptp": np.ptp,
+    "quantile": lambda x, **k: np.quantile(x, [0.3], **k), "nansum": np.nansum,
+    "nanmean": np.nanmean, "nanvar": np.nanvar, "nanstd": np.nanstd, "nanprod": np.nanprod,
+    "nanmax": np.nanmax, "cumsum": np.cumsum, "cumprod": np.cumprod, "nancumsum": np.nancumsum,
+    "norm": np.linalg.norm, "norm_1": lambda x, **k: np.linalg.norm(x, 1, **k),
+    "vector_norm": np.linalg.vector_norm, "add.reduce": np.add.reduce,
+    "logaddexp.reduce": np.logaddexp.reduce, "maximum.accumulate": np.maximum.accumulate,
+    "cumulative_sum": np.cumulative_sum, "cumulative_prod": np.cumulative_prod,
+}  # fmt: skip
+# an empty array, an empty axis, an axis of length 1, one element, a scalar
+EMPTY_AND_SINGLE_INPUTS = [
+    (np.array([]), {}), (np.ones((0, 3)), {"axis": 0}), (np.ones((0, 3)), {"axis": 1}),
+    (np.array([2.0]), {}), (np.array([[1.0, 2.0, 3.0]]), {"axis": 0}), (np.float64(3.5), {}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_AND_SINGLE))
+def test_reductions_of_empty_and_length_one_axes(name):
+    """NumPy's value (or NumPy's error), a gradient of the input's shape, and no error in
+    the reverse pass; over a length-1 axis, the gradient matches central differences."""
+    f = EMPTY_AND_SINGLE[name]
+    for x, kwargs in EMPTY_AND_SINGLE_INPUTS:
+        if np.ndim(x) == 0 and name.startswith(("cum", "maximum.acc")):
+            continue  # scans need an array, as in NumPy
+        loss = lambda x, kwargs=kwargs: np.sum(f(x, **kwargs))  # noqa: E731
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            try:
+                expected = loss(x)
+            except (ValueError, IndexError, ZeroDivisionError) as error:
+                with pytest.raises(type(error)):
+                    value_and_grad(loss)(x)
+                continue
+            value, (g,) = value_and_grad(loss)(x)
+        np.testing.assert_array_equal(value, expected)
+        assert np.shape(g) == np.shape(x), (x, kwargs)
+        if np.size(x):  # where the value is NaN whatever x is, the gradient is 0
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                expected = numeric_grad(loss, (x,), 0)
+            np.testing.assert_allclose(g, np.where(np.isnan(expected), 0.0, expected), atol=1e-8)
+
+
+def test_mean_of_nothing_is_nan_with_an_empty_gradient():
+    with pytest.warns(RuntimeWarning):
+        value, (g,) = value_and_grad(np.mean)(np.array([]))
+    assert np.isnan(value) and g.shape == (0,)
 
 
 def test_var_and_std_are_one_record():

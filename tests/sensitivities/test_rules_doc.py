@@ -23,3 +23,20 @@ def test_rules_doc_is_current():
 def test_readme_states_the_current_count():
     count = load_generator().render().split("**")[1]
     assert f"rules for **{count} NumPy and SciPy functions**" in (ROOT / "README.md").read_text()
+
+
+def test_the_count_says_how_many_are_rules_implementations_and_non_differentiable():
+    header = load_generator().render().split("\n\n")[1]
+    total = int(header.split("**")[1])
+    numbers = [int(w) for w in header.replace(",", " ").split() if w.isdigit()]
+    rules, implementations, nondifferentiable = numbers[-3:]
+    assert "dedicated rules" in header and "implementations" in header
+    assert rules + implementations + nondifferentiable == total
+
+
+def test_every_unsupported_function_is_listed_with_its_reason():
+    from sensitivities.audit import UNSUPPORTED
+
+    text = (ROOT / "docs" / "rules.md").read_text()
+    for name, reason in UNSUPPORTED.items():
+        assert f"| `{name}` | {reason} |" in text, name

@@ -568,7 +568,164 @@ IMPLEMENTED = [
     Case(np.bincount, bincount_draw, fn=lambda i, w: np.bincount(i, w, 2), argnums=(1,)),
 ]
 
+
+
+# -- np.gradient, sliding windows, piecewise, astype --------------------------------------------
+
+GRADIENT_SHAPES = st.lists(st.integers(3, 5), min_size=1, max_size=3).map(tuple)
+
+
+def gradient_draw(data):
+    """An array, spacings in every form NumPy takes (none, one scalar, a scalar or the
+    coordinates per axis), axis (None, an int or a tuple) and edge_order."""
+    f = array(data, GRADIENT_SHAPES)
+    axis = data.draw(st.sampled_from([None, -1, 0, tuple(range(f.ndim))[::-1]]))
+    axes = range(f.ndim) if axis is None else (axis,) if isinstance(axis, int) else axis
+    form = data.draw(st.sampled_from(["none", "scalar", "each"]))
+    if form == "none":
+        spacing = ()
+    elif form == "scalar":
+        spacing = (data.draw(st.floats(0.3, 2.0)),)
+    else:  # a scalar or increasing coordinates per axis, uneven
+        spacing = tuple(
+            data.draw(st.floats(0.3, 2.0))
+            if data.draw(st.booleans())
+            else np.cumsum(data.draw(arrays((f.shape[a],), 0.3, 1.5)))
+            for a in axes
+        )
+    return f, spacing, axis, data.draw(st.sampled_from([1, 2]))
+
+
+def gradient(f, spacing, axis, edge_order):
+    out = np.gradient(f, *spacing, axis=axis, edge_order=edge_order)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def gradient_loss(f, spacing, axis, edge_order):
+    return sum(np.sum(g * np.cos(np.arange(g.size).reshape(g.shape))) for g in
+               gradient(f, spacing, axis, edge_order))  # fmt: skip
+
+
+def gradient_of_coordinates(c, f):
+    # differentiable in the coordinates too
+    return gradient_loss(f, (np.cumsum(c),), 0, 2)
+
+
+def windows_draw(data):
+    x = array(data, st.lists(st.integers(2, 5), min_size=1, max_size=3).map(tuple))
+    if data.draw(st.booleans()):
+        axis = None
+        window = tuple(data.draw(st.integers(1, n)) for n in x.shape)
+    else:  # some axes, possibly one twice (windows of windows)
+        axis = tuple(data.draw(st.lists(st.integers(-x.ndim, x.ndim - 1), min_size=1, max_size=2)))
+        window = (1,) * len(axis)
+        window = tuple(data.draw(st.integers(1, 2)) for _ in axis)
+    return x, window, axis
+
+
+def windows(x, window, axis):
+    # a convolution written as NumPy users write it
+    view = np.lib.stride_tricks.sliding_window_view(x, window, axis)
+    return np.sum(view * np.linspace(0.5, 1.5, view.size).reshape(view.shape))
+
+
+def piecewise_draw(data):
+    x = data.draw(SHAPES.flatmap(lambda s: arrays(s, avoid=[-1.0, 0.5])))  # off the breaks
+    return x, data.draw(arrays((), 0.5, 2.0))
+
+
+def piecewise(x, c):
+    # branch functions that close over a differentiated value, and a constant piece
+    return np.piecewise(x, [x < -1.0, x > 0.5], [lambda v: c * v**2, 0.25, lambda v: np.sin(v) * c])
+
+
+def piecewise_scalar(x, c):
+    return np.piecewise(x, x > 0, [lambda v: v * c, lambda v: -(v**3)])
+
+
+IMPLEMENTED += [
+    Case(np.gradient, gradient_draw, fn=gradient_loss, argnums=(0,)),
+    Case(
+        np.gradient,
+        lambda d: (d.draw(arrays((4,), 0.3, 1.0)), d.draw(arrays((4, 3)))),
+        fn=gradient_of_coordinates,
+        argnums=(0, 1),
+        name="gradient-coordinates",
+    ),
+    Case(np.lib.stride_tricks.sliding_window_view, windows_draw, fn=windows),
+    Case(np.piecewise, piecewise_draw, fn=piecewise, argnums=(0, 1)),
+    Case(
+        np.piecewise,
+        lambda d: (float(d.draw(arrays((), 0.2, 2.0))) * d.draw(st.sampled_from([-1, 1])),
+                   float(d.draw(arrays((), 0.5, 2.0)))),
+        fn=piecewise_scalar,
+        argnums=(0, 1),
+        name="piecewise-scalar",
+    ),  # fmt: skip
+    Case(np.astype, lambda d: (array(d),), fn=lambda x: np.real(np.astype(x, np.complex128)) * 2),
+]
+
+IMPLEMENTED += [
+    Case(np.sort_complex, lambda d: (distinct(d, st.just((4,))),),
+         fn=lambda a: weighted(np.sort_complex(a))),
+    # phases with jumps of more than pi, which unwrap corrects by multiples of 2 pi
+    Case(np.unwrap, lambda d: (np.cumsum(d.draw(arrays((2, 5), 0.5, 2.5)), axis=-1)
+                               + np.round(d.draw(arrays((2, 5), -2.0, 2.0))) * 2 * np.pi,),
+         fn=lambda p: weighted(np.unwrap(p))),
+    Case(np.apply_over_axes, lambda d: (array(d, st.just((2, 3, 2))),),
+         fn=lambda a: weighted(np.apply_over_axes(np.sum, a**2, [0, 2]))),
+]  # fmt: skip
+
 test_shape_implementations = implementation_test(IMPLEMENTED)
+
+
+def test_gradient_and_windows_in_forward_mode_and_to_second_order():
+    from tape import jvp
+
+    rng = np.random.default_rng(7)
+    x, dx = rng.standard_normal((5, 4)), rng.standard_normal((5, 4))
+    coordinates = np.array([0.0, 0.4, 1.1, 1.5, 2.6])
+    for f in (
+        lambda x: np.gradient(x**3, coordinates, 0.5, edge_order=2)[0],
+        lambda x: np.gradient(np.sin(x), axis=1),
+        lambda x: np.lib.stride_tricks.sliding_window_view(x**2, (2, 3), axis=(0, 1)),
+        lambda x: np.piecewise(x, [x < 0], [lambda v: v**3, lambda v: np.exp(v)]),
+    ):
+        _, tangent = jvp(f, (x,), (dx,))
+        h = 1e-6
+        np.testing.assert_allclose(tangent, (f(x + h * dx) - f(x - h * dx)) / (2 * h), atol=1e-6)
+        w = rng.standard_normal(np.shape(f(x)))
+        first = lambda x, f=f, w=w: np.sum(grad(lambda x: np.sum(f(x) * w))(x)[0] * dx)  # noqa: E731
+        np.testing.assert_allclose(grad(first)(x)[0], numeric_grad(first, (x,), 0), atol=1e-5)
+
+
+def test_astype_function_form_casts_as_the_method():
+    x = np.array([0.1, 2.7])
+    t = Tape()
+    y = np.astype(Leaf(t, x), np.float32)
+    assert y.value.dtype == np.float32 and np.array_equal(y.value, np.astype(x, np.float32))
+    (g,) = grad(lambda x: np.sum(np.astype(x, np.float32) * 3))(x)
+    assert g.dtype == np.float64 and np.array_equal(g, [3.0, 3.0])
+
+
+def test_gradient_refuses_what_numpy_refuses():
+    x = Leaf(Tape(), np.ones(2))
+    with pytest.raises(ValueError, match="too small"):
+        np.gradient(x, edge_order=2)
+    with pytest.raises(TypeError):
+        np.gradient(x, 1.0, 2.0)
+
+
+def test_sliding_window_view_is_a_convolution():
+    x, k = np.arange(6.0), np.array([1.0, -2.0, 0.5])
+    conv = lambda x, k: np.lib.stride_tricks.sliding_window_view(x, 3) @ k  # noqa: E731
+    np.testing.assert_array_equal(
+        conv(Leaf(Tape(), x), k).value, np.convolve(x, k[::-1], "valid")
+    )
+    gx, gk = grad(lambda x, k: np.sum(conv(x, k) ** 2), argnums=(0, 1))(x, k)
+    y = np.convolve(x, k[::-1], "valid")
+    np.testing.assert_allclose(gk, 2 * np.lib.stride_tricks.sliding_window_view(x, 3).T @ y)
+    np.testing.assert_allclose(gx, 2 * np.convolve(y, k, "full"))  # the transposed convolution
 
 # Functions whose NumPy code runs on nodes as it is, entered with no rule of their own
 ENTERED = [
@@ -579,6 +736,47 @@ ENTERED = [
         fn=lambda x, i, axis: np.take_along_axis(x, i, axis),
     ),
 ]
+
+W = np.linspace(-1.0, 1.0, 24)  # a fixed weight: every element of a result is seen
+
+
+def weighted(y):
+    y = np.real(y)
+    return np.sum(y * W[: np.size(y)].reshape(np.shape(y)))
+
+
+def positive(d):
+    return d.draw(arrays((), 0.3, 2.0))
+
+
+ENTERED += [
+    Case(np.logspace, lambda d: (positive(d), positive(d)), fn=lambda a, b: weighted(
+        np.logspace(a, b, 4)), argnums=(0, 1)),
+    Case(np.polyadd, lambda d: (array(d, st.just((3,))), array(d, st.just((2,)))),
+         fn=lambda a, b: weighted(np.polyadd(a, b)), argnums=(0, 1)),
+    Case(np.polysub, lambda d: (array(d, st.just((2,))), array(d, st.just((3,)))),
+         fn=lambda a, b: weighted(np.polysub(a, b)), argnums=(0, 1)),
+    Case(np.row_stack, lambda d: (array(d, st.just((3,))),),  # noqa: NPY201
+         fn=lambda a: weighted(np.row_stack([a, a * a]))),  # noqa: NPY201
+    Case(np.union1d, lambda d: (distinct(d, st.just((4,))),),
+         fn=lambda a: weighted(np.union1d(a, np.array([-9.0])))),
+    Case(np.fromfunction, lambda d: (positive(d),),
+         fn=lambda s: weighted(np.fromfunction(lambda i, j: i * s + j * s**2, (2, 3)))),
+    Case(np.linalg.diagonal, lambda d: (array(d, st.just((2, 3, 3))),),
+         fn=lambda a: weighted(np.linalg.diagonal(a, offset=1))),
+    Case(np.linalg.matmul, lambda d: (array(d, st.just((2, 3))), array(d, st.just((3, 2)))),
+         fn=lambda a, b: weighted(np.linalg.matmul(a, b)), argnums=(0, 1)),
+    Case(np.linalg.matrix_transpose, lambda d: (array(d, st.just((2, 3))),),
+         fn=lambda a: weighted(np.linalg.matrix_transpose(a))),
+    Case(np.linalg.tensordot, lambda d: (array(d, st.just((2, 3))), array(d, st.just((3, 2)))),
+         fn=lambda a, b: weighted(np.linalg.tensordot(a, b, axes=1)), argnums=(0, 1)),
+    Case(np.linalg.trace, lambda d: (array(d, st.just((2, 3, 3))),),
+         fn=lambda a: weighted(np.linalg.trace(a))),
+    Case(np.linalg.vecdot, lambda d: (array(d, st.just((2, 3))), array(d, st.just((3,)))),
+         fn=lambda a, b: weighted(np.linalg.vecdot(a, b)), argnums=(0, 1)),
+    Case(np.fft.fftfreq, lambda d: (positive(d),), fn=lambda s: weighted(np.fft.fftfreq(5, s))),
+    Case(np.fft.rfftfreq, lambda d: (positive(d),), fn=lambda s: weighted(np.fft.rfftfreq(5, s))),
+]  # fmt: skip
 
 test_entered_functions = implementation_test(ENTERED, implemented=False)
 
