@@ -7,12 +7,11 @@ here so that the engine's code reads as code.
 from __future__ import annotations
 
 import linecache
-import sys
 from typing import Any
 
 import numpy as np
 
-from sensitivities.registry import function_name, value_of
+from sensitivities.registry import function_name, qualified_name, value_of
 
 from .display import dtype_name
 from .duck_arrays import is_duck_array
@@ -135,14 +134,9 @@ def out_keyword(f: Any) -> str:
 
 def how_to_register(f: Any, argnum: int) -> str:
     """The lines a user writes to give argument ``argnum`` of ``f`` a sensitivity."""
-    name = function_name(f)
-    module = str(getattr(f, "__module__", "") or "")
-    if module.startswith("numpy") or (isinstance(f, np.ufunc) and getattr(np, name, None) is f):
-        qual = f"np.{name}"
-    elif getattr(sys.modules.get("scipy.special"), name, None) is f:
-        qual = f"scipy.special.{name}"
-    else:
-        qual = name
+    qual = qualified_name(f)
+    if not qual.startswith(("np.", "scipy.")):
+        qual = function_name(f)  # the user's own function: the name they have in scope
     return (
         f"register one with\n\n    @tape.sensitivity({qual}, {argnum})\n"
         "    def _(y, ybar, *args, **kwargs):\n"

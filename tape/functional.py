@@ -78,6 +78,8 @@ def as_input_type(g: Any, x: Any) -> Any:
     if isinstance(g, Node):  # an outer tape's node, under nested differentiation
         if np.iscomplexobj(g) and not np.iscomplexobj(x):
             g = np.real(g)  # as below: recorded, so that the outer derivative is real too
+        elif np.iscomplexobj(x) and not np.iscomplexobj(g):
+            g = g + np.zeros_like(value_of(x))  # a complex input's gradient is complex
         if np.shape(g) != np.shape(x):
             g = np.broadcast_to(g, np.shape(x))
         return g
