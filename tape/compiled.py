@@ -7,6 +7,14 @@ accumulation decided at compile time from the recorded values and shapes, so a r
 does no dictionary look-up, type test or shape decision. ReverseDiff.jl's compiled
 tapes, with no compile step beyond Python's own.
 
+How a tape becomes a program (``_Program``): ``record_inputs`` records the arguments
+and ``f`` runs once on a ``_GuardedTape``; ``_liveness`` marks the records that get an
+adjoint and those the output or a guard needs; ``_Source.forward`` writes one statement
+per needed record, ``_Source.backward`` runs the reverse pass once on the recorded values,
+through ``tape.reverse``'s own ``accumulate`` and ``update_in_place``, and writes down
+what it did; ``_Source.functions`` compiles the statements in chunks of a thousand
+records or more.
+
 What is frozen at compile time, and how a replay knows it still holds:
 
 - the shapes, dtypes and types of the arguments, and the values of the arguments that
@@ -36,18 +44,22 @@ from sensitivities.registry import function_name
 
 from .errors import MissingRuleError, NodeConversionError
 from .functional import (
-    as_input_type,
-    check_input,
     check_output,
+    input_gradients,
     normalise_argnums,
-    own_array,
+    record_inputs,
     value_and_grad,
-    zeros_like_input,
 )
 from .node import Node
 from .recording import innermost_tape
 from .records import Branch, Leaf, Tape
-from .reverse import unbroadcast
+from .reverse import (
+    ReverseTape,
+    accumulate,
+    in_place_rule,
+    unbroadcast_axes,
+    update_in_place,
+)
 from .trees import tree_flatten, tree_unflatten
 
 __all__ = ["compile_grad", "CompiledGrad", "TapeMismatchError"]
@@ -350,6 +362,9 @@ class _Program:
 
     @classmethod
     def record(cls, f: Callable, args: tuple, kwargs: dict, argnums: Any, data_as_leaves: bool):
+        """Record ``f`` on ``args`` once and generate its program, whose first run gives
+        the first call's answer. ``data_as_leaves``: the float leaves of the arguments not
+        differentiated are inputs too (else constants, checked on every call)."""
         fname = getattr(f, "__name__", "f")
         nums, single = normalise_argnums(argnums, len(args), fname)
         if not nums:
@@ -358,371 +373,42 @@ class _Program:
             )
         key, flat = _signature(args, kwargs)
         tape = _GuardedTape()
-        call_args = list(args)
-        inputs: list[tuple[int, int]] = []  # (index in the flat leaves, tape position)
-        constants: list[tuple[int, Any]] = []  # (index in the flat leaves, recorded value)
-        diff: list[list[int]] = []  # per differentiated argument, its leaves' positions
-        treedefs = []
-        index = 0
-        for i, a in enumerate(args):
-            leaves, treedef = tree_flatten(a)
-            if i in nums:
-                for x in leaves:
-                    check_input(f, i, x)
-            nodes = []
-            for x in leaves:
-                if i in nums or (data_as_leaves and _is_float(x)):
-                    node = Leaf(tape, x)
-                    inputs.append((index, node.pos))
-                    nodes.append(node)
-                else:
-                    constants.append((index, x))
-                    nodes.append(x)
-                index += 1
-            if i in nums:
-                diff.append([n.pos for n in nodes])
-                treedefs.append(treedef)
-            call_args[i] = tree_unflatten(treedef, nodes)
-        for x in flat[index:]:  # keyword arguments: constants
-            constants.append((index, x))
-            index += 1
-
+        call_args, recorded = record_inputs(f, tape, args, nums)
+        inputs, constants, grads = _number_leaves(tape, call_args, recorded, flat, data_as_leaves)
         try:
             out = f(*call_args, **kwargs)
-            value = out.value if isinstance(out, Node) and out.tape is tape else out
+            on_tape = isinstance(out, Node) and out.tape is tape
+            value = out.value if on_tape else out
             check_output(value, fname, "compile_grad")
-            program = cls(
-                tape,
-                out if isinstance(out, Node) and out.tape is tape else None,
-                value,
-                inputs,
-                constants,
-                diff,
-                treedefs,
-                tape.guards,
-                single,
-            )
+            program = cls(tape, out.pos if on_tape else None, value, inputs, constants, grads)
         finally:
             tape.records.clear()  # break node <-> tape cycles; the program keeps plain values
-        program.key = key
+        program.key, program.nums, program.single = key, nums, single
         try:  # the first call's answer comes from the program itself
             program.first_result = program.run(flat)
         except Exception:
             program.first_result = value_and_grad(f, argnums)(*args, **kwargs)
         return program
 
-    def __init__(self, tape, out, value, inputs, constants, diff, treedefs, guards, single):
-        records = tape.records
-        self.length = n = len(records)
-        self.inputs = inputs
-        self.constants = constants
-        self.diff = diff
-        self.treedefs = treedefs
-        index_of = {pos: index for index, pos in inputs}
-        self.diff_slots = [[(index_of[q], q) for q in ps] for ps in diff]
-        self.single = single
-        out_pos = None if out is None else out.pos
+    def __init__(self, tape: _GuardedTape, out_pos, value, inputs, constants, grads) -> None:
+        """Liveness, then the forward source, the reverse source, and their chunks."""
+        self.length = len(tape.records)
+        self.inputs = inputs  # (index in the flat leaves, tape position)
+        self.constants = constants  # (index in the flat leaves, recorded value)
         self.out_pos = out_pos
         self.constant_value = value
-        leaf_values = {pos: records[pos].value for _, pos in inputs}
-
-        # which records depend on a differentiated input; which the output or a guard needs
-        diffset = {p for ps in diff for p in ps}
-        argpos = [
-            _arg_positions(node.args, tape) if isinstance(node, Branch) else () for node in records
-        ]
-        active = [False] * n
-        for p in range(n):
-            if argpos[p]:
-                active[p] = any(active[q] for q in argpos[p])
-            else:
-                active[p] = p in diffset
-        live = [False] * n
-        if out_pos is not None:
-            live[out_pos] = True
-        for _at, _f, spec, _kwargs, _expected in guards:
-            for q in _spec_positions(spec):
-                live[q] = True
-        for p in range(n - 1, -1, -1):
-            if live[p]:
-                for q in argpos[p]:
-                    live[q] = True
-
-        ns: dict[str, Any] = {
-            "np": np,
-            "_Changed": _Changed,
-            "_differs": _differs,
-            "_broadcast_to": broadcast_to,  # NumPy's view, made faster
-            **_MATH,
-        }
-        self.ns = ns
-        self._names = 0
-        self._alias: dict[int, str] = {}  # slot -> the name its adjoint is read from
-        # Values and adjoints are locals (x12, g12) of generated functions of a few thousand
-        # records each: chunk k runs its forward part, calls chunk k + 1, then runs its
-        # reverse part, so its locals serve both. Only what crosses chunks goes through
-        # the lists v and g.
-        size = self._size = max(_CHUNK, -(-n // 200))  # at most 200 chunks deep
-        chunks = max(1, -(-n // size))
-        forward: list[list[str]] = [[] for _ in range(chunks)]
-        defined: list[set[int]] = [set() for _ in range(chunks)]
-        used: list[set[int]] = [set() for _ in range(chunks)]  # the slots each chunk reads
-        scalar = [False] * n
-        scalar_args: set[int] = set()  # inputs read by scalar records: replayed as Python floats
-        for at, gf, spec, gkw, expected in guards:
-            self._uses = used[max(at - 1, 0) // size]
-            forward[max(at - 1, 0) // size].append((at, self._guard(at, gf, spec, gkw, expected)))
-        for p, node in enumerate(records):
-            if not (live[p] and isinstance(node, Branch)):
-                continue
-            scalar[p] = _is_scalar_record(node, tape)
-            if scalar[p]:
-                scalar_args.update(argpos[p])
-            self._uses = used[p // size]
-            forward[p // size].append((p + 0.5, f"x{p} = {self._call(node, tape, scalar[p])}"))
-            defined[p // size].add(p)
-        forward = [[line for _, line in sorted(lines, key=lambda t: t[0])] for lines in forward]
-
-        # run the reverse pass once here, the eager way, to learn each contribution's
-        # shape and so decide unbroadcasting and accumulation once for all (scalar
-        # records need no shapes: they pass a stand-in adjoint on)
-        backward: list[list[str]] = [[] for _ in range(chunks)]
-        adj: list[Any] = [None] * n
-        owned = [False] * n
-        for k in range(chunks - 1, -1, -1):
-            self._here = k
-            self._uses = used[k]
-            lines = backward[k]
-            lo, hi = k * size, min(n, (k + 1) * size)
-            lines += [f"g{q} = g[{q}]" for q in range(lo, hi) if adj[q] is not None]
-            if out_pos is not None and lo <= out_pos < hi and active[out_pos]:
-                adj[out_pos] = 1.0
-                lines.append(f"g{out_pos} = 1.0")
-            for p in range(hi - 1, lo - 1, -1):
-                node = records[p]
-                ybar = adj[p]
-                if ybar is None or not isinstance(node, Branch):
-                    continue
-                self._reverse(node, p, ybar, tape, active, scalar[p], adj, owned, lines)
-                if not scalar[p] and np.ndim(node.value):
-                    lines.append(f"g{p} = None")  # free the adjoint as soon as it is used
-            lines += [
-                f"g[{q}] = {self._read(q)}"
-                for q in sorted(diffset)
-                if lo <= q < hi and adj[q] is not None
-            ]
-
-        self.entry = self._functions(forward, backward, defined, used, out_pos)
+        self.grads = grads  # per differentiated argument: its leaves' indices, treedef, slots
+        leaf_values = {pos: tape.records[pos].value for _, pos in inputs}
+        differentiated = {slot.pos for _, _, slots in grads.values() for slot in slots}
+        argpos, active, live = _liveness(tape, differentiated, out_pos)
+        source = _Source(tape)
+        forward = source.forward(live, argpos)
+        backward = source.backward(active, differentiated, out_pos)
+        self.entry = source.functions(forward, backward, out_pos)
         self.scalar_inputs = [
-            pos in scalar_args and type(leaf_values[pos]) in _SCALAR_TYPES for _, pos in inputs
+            pos in source.scalar_args and type(leaf_values[pos]) in _SCALAR_TYPES
+            for _, pos in inputs
         ]
-
-    # -- code generation ---------------------------------------------------------------
-
-    def _name(self, value: Any, prefix: str = "k") -> str:
-        if type(value) in (int, bool) or value is None:
-            return repr(value)
-        if type(value) is float and math.isfinite(value):
-            return repr(value)
-        self._names += 1
-        name = f"{prefix}{self._names}"
-        self.ns[name] = value
-        return name
-
-    def _expr(self, a: Any, tape: Tape) -> str:
-        if isinstance(a, Node):
-            if a.tape is tape:
-                self._uses.add(a.pos)
-                return f"x{a.pos}"
-            return self._name(a)  # an outer tape's node: a constant here
-        if type(a) is list or type(a) is tuple:
-            inner = ", ".join(self._expr(b, tape) for b in a)
-            if type(a) is tuple:
-                return f"({inner},)" if len(a) == 1 else f"({inner})"
-            return f"[{inner}]"
-        return self._name(a)
-
-    def _args(self, node: Branch, tape: Tape) -> str:
-        parts = [self._expr(a, tape) for a in node.args]
-        if node.kwargs:
-            parts.append("**" + self._name(node.kwargs, "kw"))
-        return ", ".join(parts)
-
-    def _call(self, node: Branch, tape: Tape, scalar: bool) -> str:
-        if scalar:
-            template = _SCALAR[node.f][0]
-            return template.format(*(self._expr(a, tape) for a in node.args))
-        reduce = _REDUCE.get(node.f)
-        if (
-            reduce is not None
-            and len(node.args) == 1
-            and isinstance(node.args[0], Node)
-            and node.args[0].tape is tape
-            and type(node.args[0].value) is np.ndarray
-            and set(node.kwargs) <= reduce[1]
-        ):
-            axis = "" if "axis" in node.kwargs else ", axis=None"  # reduce's default is 0
-            return f"{reduce[0]}({self._args(node, tape)}{axis})"
-        return f"{self._name(node.f, 'f')}({self._args(node, tape)})"
-
-    def _guard(self, at, gf, spec, gkw, expected) -> str:
-        parts = [self._spec_expr(a) for a in spec]
-        if gkw:
-            parts.append("**" + self._name(gkw, "kw"))
-        call = f"{self._name(gf, 'f')}({', '.join(parts)})"
-        message = repr(
-            f"{function_name(gf)} on nodes (before record {at}) came out differently than "
-            "when the tape was recorded: these arguments take another path through the function"
-        )
-        if isinstance(expected, (bool, int, float, np.bool_, np.number)):
-            return f"if {call} != {self._name(expected, 'e')}: raise _Changed({message})"
-        return f"if _differs({call}, {self._name(expected, 'e')}): raise _Changed({message})"
-
-    def _spec_expr(self, a: Any) -> str:
-        if isinstance(a, _Slot):
-            self._uses.add(a.pos)
-            return f"x{a.pos}"
-        if type(a) is list or type(a) is tuple:
-            inner = ", ".join(self._spec_expr(b) for b in a)
-            return f"({inner},)" if type(a) is tuple else f"[{inner}]"
-        return self._name(a)
-
-    def _reverse(self, node, p, ybar, tape, active, scalar, adj, owned, out) -> None:
-        """Emit the contributions of Branch ``node`` (at ``p``) and apply them to ``adj``."""
-        args = node.args
-        gp = self._read(p)
-        if scalar:
-            exprs = [self._expr(a, tape) for a in args]
-            for i, a in enumerate(args):
-                if isinstance(a, Node) and a.tape is tape and active[a.pos]:
-                    template = _SCALAR[node.f][1][i]
-                    expr = template.format(*exprs, y=f"x{p}", g=gp)
-                    self._accumulate(a, expr, 1.0, adj, owned, out, alias=expr == gp)
-            return
-        rules = registry.lookup(node.f)
-        vals = node.vals
-        y = node.value
-        kwargs = node.kwargs
-        call_args = self._args(node, tape)
-        if rules.pre is not None:
-            pre = rules.pre(y, ybar, *vals, **kwargs)
-            kwargs = dict(kwargs, pre=pre)
-            out.append(f"pre = {self._name(rules.pre, 'pre')}(x{p}, {gp}, {call_args})")
-            call_args += ", pre=pre"
-        for i, a in enumerate(args):
-            if isinstance(a, Node):
-                if not (a.tape is tape and active[a.pos]):
-                    continue
-                update = rules.update_rule(i, vals) if (rules.update or rules.typed) else None
-                if update is not None:
-                    self._update(
-                        update, a, p, gp, y, ybar, vals, kwargs, call_args, adj, owned, out
-                    )
-                    continue
-                rule = rules.rule(i, vals)
-                xbar = rule(y, ybar, *vals, **kwargs)
-                if node.f in _SCALAR and not kwargs and rule is _registered(node.f, i):
-                    exprs = [self._expr(b, tape) for b in args]
-                    expr = _on_arrays(_SCALAR[node.f][1][i]).format(*exprs, y=f"x{p}", g=gp)
-                elif node.f is np.sum and rule is _registered(np.sum, 0) and _plain_sum(node, vals):
-                    expr = _sum_adjoint(gp, vals[0], ybar, kwargs)
-                elif node.f is np.matmul and rule is _registered(np.matmul, i) and _plain_matmul(
-                    vals, ybar, kwargs
-                ):
-                    other = self._expr(args[1 - i], tape)
-                    factors = (gp, f"{other}.T") if i == 0 else (f"{other}.T", gp)
-                    expr = "np.matmul({}, {})".format(*factors)
-                else:
-                    expr = f"{self._name(rule, 'r')}(x{p}, {gp}, {call_args})"
-                self._contribution(node, i, a, expr, xbar, adj, owned, out)
-            elif (type(a) is list or type(a) is tuple) and any(
-                isinstance(b, Node) and b.tape is tape and active[b.pos] for b in a
-            ):
-                rule = rules.rule(i, vals)
-                xbars = rule(y, ybar, *vals, **kwargs)
-                out.append(f"cs = {self._name(rule, 'r')}(x{p}, {gp}, {call_args})")
-                for j, (b, xbar) in enumerate(zip(a, xbars)):
-                    if isinstance(b, Node) and b.tape is tape and active[b.pos]:
-                        self._contribution(node, i, b, f"cs[{j}]", xbar, adj, owned, out)
-
-    def _contribution(self, node, i, a, expr, xbar, adj, owned, out) -> None:
-        if xbar is None:
-            out.append(f"if {expr} is not None: raise _Changed({_RULE_CHANGED!r})")
-            return
-        shape = np.shape(a.value)
-        xshape = np.shape(xbar)
-        if xshape != shape:
-            xbar = unbroadcast(xbar, shape, node.f, i)  # raises the engine's error if it cannot
-            extra = len(xshape) - len(shape)
-            if extra > 0:
-                expr = f"np.add.reduce({expr}, axis={tuple(range(extra))})"
-                xshape = xshape[extra:]
-            stretched = tuple(k for k, (m, q) in enumerate(zip(shape, xshape)) if m == 1 and q != 1)
-            if stretched:
-                expr = f"np.add.reduce({expr}, axis={stretched}, keepdims=True)"
-        self._accumulate(a, expr, xbar, adj, owned, out)
-
-    def _accumulate(self, a, expr, xbar, adj, owned, out, alias=False) -> None:
-        q = a.pos
-        target = self._g(q)
-        if adj[q] is None:
-            if alias and target == f"g{q}":
-                # a scalar passed on unchanged (by add, say): name it rather than copy it
-                self._alias[q] = expr
-            else:
-                out.append(f"{target} = {expr}")
-            adj[q] = xbar
-            owned[q] = False
-        else:
-            current = self._alias.pop(q, None) or target
-            out.append(f"{target} = {current} + {expr}")
-            adj[q] = adj[q] + xbar
-            owned[q] = type(adj[q]) is np.ndarray
-
-    def _update(self, update, a, p, gp, y, ybar, vals, kwargs, call_args, adj, owned, out) -> None:
-        """The in-place form: add into an accumulator the reverse pass owns."""
-        q = a.pos
-        name = self._name(update, "u")
-        current = adj[q]
-        if current is None:
-            xbar = np.zeros_like(a.value, dtype=np.result_type(a.value, ybar))
-            acc = f"np.zeros_like(x{q}, dtype=np.result_type(x{q}, {gp}))"
-        elif owned[q]:
-            xbar, acc = current, self._g(q)
-        else:
-            xbar = np.array(current, dtype=np.result_type(current, ybar))
-            acc = f"np.array({self._g(q)}, dtype=np.result_type({self._g(q)}, {gp}))"
-        result = update(xbar, y, ybar, *vals, **kwargs)
-        out.append(f"{self._g(q)} = {name}({acc}, x{p}, {gp}, {call_args})")
-        adj[q] = result
-        owned[q] = result is xbar
-
-    def _g(self, q: int) -> str:
-        """Where the adjoint of slot ``q`` is kept while the current chunk runs."""
-        return f"g{q}" if q // self._size == self._here else f"g[{q}]"
-
-    def _read(self, q: int) -> str:
-        """The adjoint of slot ``q`` (of the current chunk), as it may be read now."""
-        return self._alias.get(q) or f"g{q}"
-
-    def _functions(self, forward, backward, defined, used, out_pos) -> Callable:
-        """Compile one function per chunk; returns the first."""
-        chunks = len(forward)
-        for k in range(chunks):
-            later = set().union(*used[k + 1 :]) if k + 1 < chunks else set()
-            stores = sorted(q for q in defined[k] if q in later or q == out_pos)
-            lines = [f"x{q} = v[{q}]" for q in sorted(used[k] - defined[k])]
-            lines += forward[k] + [f"v[{q}] = x{q}" for q in stores]
-            if k + 1 < chunks:
-                lines.append(f"chunk_{k + 1}(v, g)")
-            lines += backward[k]
-            source = f"def chunk_{k}(v, g):\n" + "".join(
-                f"    {line}\n" for line in lines or ["pass"]
-            )
-            exec(compile(source, f"<compiled tape: chunk {k}>", "exec"), self.ns)
-        return self.ns["chunk_0"]
-
-    # -- running -----------------------------------------------------------------------
 
     def check_constants(self, leaves: list) -> str:
         for index, recorded in self.constants:
@@ -741,17 +427,352 @@ class _Program:
         g = [None] * self.length
         self.entry(v, g)
         value = self.constant_value if self.out_pos is None else v[self.out_pos]
-        grads = []
-        handed: set = set()
-        for treedef, slots in zip(self.treedefs, self.diff_slots):
-            gs = [own_array(_finish(g[q], leaves[i]), handed) for i, q in slots]
-            grads.append(tree_unflatten(treedef, gs))
+        inputs = {i: ([leaves[k] for k in at], tdef, s) for i, (at, tdef, s) in self.grads.items()}
+        grads = input_gradients(inputs, self.nums, g)
         return value, (grads[0] if self.single else tuple(grads))
 
 
-def _finish(g: Any, x: Any) -> Any:
-    """The gradient as ``grad`` hands it out: the input's shape, dtype and kind."""
-    return zeros_like_input(x) if g is None else as_input_type(g, x)
+def _number_leaves(tape, call_args, recorded, flat, data_as_leaves):
+    """Number the arguments' leaves as ``_signature`` does (keyword arguments last) and
+    sort them: the program's inputs, as ``(index, tape position)`` (the leaves that
+    ``record_inputs`` recorded and, with ``data_as_leaves``, the float leaves of the other
+    arguments, recorded here into ``call_args``), its constants, as ``(index, value)``,
+    and per differentiated argument where its gradient is read."""
+    inputs, constants, grads = [], [], {}
+    index = 0
+    for i, a in enumerate(call_args):
+        if i in recorded:
+            _, treedef, nodes = recorded[i]
+            at = range(index, index + len(nodes))
+            inputs += [(k, node.pos) for k, node in zip(at, nodes)]
+            grads[i] = (at, treedef, [_Slot(node.pos) for node in nodes])
+            index += len(nodes)
+            continue
+        leaves, treedef = tree_flatten(a)
+        for k, x in enumerate(leaves):
+            if data_as_leaves and _is_float(x):
+                leaves[k] = Leaf(tape, x)
+                inputs.append((index, leaves[k].pos))
+            else:
+                constants.append((index, x))
+            index += 1
+        call_args[i] = tree_unflatten(treedef, leaves)
+    constants += [(k, flat[k]) for k in range(index, len(flat))]  # the keyword arguments
+    return inputs, constants, grads
+
+
+def _liveness(tape: _GuardedTape, differentiated: set, out_pos: int | None):
+    """Which records a program needs, from each record's argument positions ``argpos``:
+    ``active[p]`` where record ``p`` depends on a differentiated input (it gets an
+    adjoint), ``live[p]`` where the output or a guard depends on it (it is computed)."""
+    records = tape.records
+    n = len(records)
+    argpos = [
+        _arg_positions(node.args, tape) if isinstance(node, Branch) else () for node in records
+    ]
+    active = [False] * n
+    for p in range(n):
+        active[p] = any(active[q] for q in argpos[p]) if argpos[p] else p in differentiated
+    live = [False] * n
+    if out_pos is not None:
+        live[out_pos] = True
+    for _at, _f, spec, _kwargs, _expected in tape.guards:
+        for q in _spec_positions(spec):
+            live[q] = True
+    for p in range(n - 1, -1, -1):
+        if live[p]:
+            for q in argpos[p]:
+                live[q] = True
+    return argpos, active, live
+
+
+class _Source:
+    """The generated source of one tape, chunk by chunk.
+
+    Values and adjoints are locals (``x12``, ``g12``) of generated functions of a few
+    thousand records each: chunk k runs its forward part, calls chunk k + 1, then runs its
+    reverse part, so its locals serve both. Only what crosses chunks goes through the
+    lists ``v`` and ``g``. Constants (functions, rules, arrays) are names in ``ns``.
+    """
+
+    def __init__(self, tape: _GuardedTape) -> None:
+        self.tape = tape
+        n = len(tape.records)
+        self.size = max(_CHUNK, -(-n // 200))  # records per chunk: at most 200 chunks deep
+        self.chunks = max(1, -(-n // self.size))
+        self.defined: list[set[int]] = [set() for _ in range(self.chunks)]
+        self.used: list[set[int]] = [set() for _ in range(self.chunks)]  # slots each reads
+        self.uses = self.used[0]  # those of the chunk being written
+        self.here = 0  # the chunk being written
+        self.scalar = [False] * n  # records replayed as Python arithmetic on floats
+        self.scalar_args: set[int] = set()  # inputs read by them: replayed as floats
+        self.alias: dict[int, str] = {}  # slot -> the name its adjoint is read from
+        self.ns: dict[str, Any] = {
+            "np": np,
+            "_Changed": _Changed,
+            "_differs": _differs,
+            "_broadcast_to": broadcast_to,  # NumPy's view, made faster
+            **_MATH,
+        }
+        self.names = 0
+
+    # -- the forward pass --------------------------------------------------------------
+
+    def forward(self, live: list[bool], argpos: list) -> list[list[str]]:
+        """Each chunk's forward statements: ``x{p} = call`` for every live Branch, and
+        each guard before the record that followed it when the tape was recorded."""
+        records, size = self.tape.records, self.size
+        lines: list[list[tuple]] = [[] for _ in range(self.chunks)]
+        for at, gf, spec, gkw, expected in self.tape.guards:
+            k = max(at - 1, 0) // size
+            self.uses = self.used[k]
+            lines[k].append((at, self._guard(at, gf, spec, gkw, expected)))
+        for p, node in enumerate(records):
+            if not (live[p] and isinstance(node, Branch)):
+                continue
+            k = p // size
+            self.scalar[p] = scalar = _is_scalar_record(node, self.tape)
+            if scalar:
+                self.scalar_args.update(argpos[p])
+            self.uses = self.used[k]
+            lines[k].append((p + 0.5, f"x{p} = {self._call(node, scalar)}"))
+            self.defined[k].add(p)
+        return [[line for _, line in sorted(chunk, key=lambda t: t[0])] for chunk in lines]
+
+    def _call(self, node: Branch, scalar: bool) -> str:
+        if scalar:
+            template = _SCALAR[node.f][0]
+            return template.format(*(self._expr(a) for a in node.args))
+        reduce = _REDUCE.get(node.f)
+        if (
+            reduce is not None
+            and len(node.args) == 1
+            and isinstance(node.args[0], Node)
+            and node.args[0].tape is self.tape
+            and type(node.args[0].value) is np.ndarray
+            and set(node.kwargs) <= reduce[1]
+        ):
+            axis = "" if "axis" in node.kwargs else ", axis=None"  # reduce's default is 0
+            return f"{reduce[0]}({self._args(node)}{axis})"
+        return f"{self._name(node.f, 'f')}({self._args(node)})"
+
+    def _guard(self, at, gf, spec, gkw, expected) -> str:
+        parts = [self._spec_expr(a) for a in spec]
+        if gkw:
+            parts.append("**" + self._name(gkw, "kw"))
+        call = f"{self._name(gf, 'f')}({', '.join(parts)})"
+        message = repr(
+            f"{function_name(gf)} on nodes (before record {at}) came out differently than "
+            "when the tape was recorded: these arguments take another path through the function"
+        )
+        if isinstance(expected, (bool, int, float, np.bool_, np.number)):
+            return f"if {call} != {self._name(expected, 'e')}: raise _Changed({message})"
+        return f"if _differs({call}, {self._name(expected, 'e')}): raise _Changed({message})"
+
+    # -- the reverse pass --------------------------------------------------------------
+
+    def backward(self, active: list[bool], differentiated: set, out_pos: int | None) -> list:
+        """Each chunk's reverse statements. The reverse pass runs once here on the
+        recorded values, through the eager pass's own ``accumulate`` and
+        ``update_in_place``, so that unbroadcasting, accumulation and ownership are
+        decided once, as the eager pass decides them (scalar records pass a stand-in
+        adjoint on: they need no shapes)."""
+        records, n = self.tape.records, len(self.tape.records)
+        self.rtape = ReverseTape(self.tape)
+        adj = self.rtape.adjoints
+        backward: list[list[str]] = [[] for _ in range(self.chunks)]
+        for k in range(self.chunks - 1, -1, -1):
+            self.here, self.uses, lines = k, self.used[k], backward[k]
+            lo, hi = k * self.size, min(n, (k + 1) * self.size)
+            lines += [f"g{q} = g[{q}]" for q in range(lo, hi) if adj[q] is not None]
+            if out_pos is not None and lo <= out_pos < hi and active[out_pos]:
+                adj[out_pos] = 1.0
+                lines.append(f"g{out_pos} = 1.0")
+            for p in range(hi - 1, lo - 1, -1):
+                node = records[p]
+                if adj[p] is None or not isinstance(node, Branch):
+                    continue
+                if self.scalar[p]:
+                    self._reverse_scalar(node, p, active, lines)
+                else:
+                    self._reverse(node, p, adj[p], active, lines)
+                    if np.ndim(node.value):
+                        lines.append(f"g{p} = None")  # free the adjoint once it is used
+            lines += [
+                f"g[{q}] = {self._read(q)}"
+                for q in sorted(differentiated)
+                if lo <= q < hi and adj[q] is not None
+            ]
+        return backward
+
+    def _reverse_scalar(self, node: Branch, p: int, active: list, out: list) -> None:
+        """The contributions of a scalar record: its rule's formula, in Python arithmetic."""
+        exprs = [self._expr(a) for a in node.args]
+        gp = self._read(p)
+        for i, a in enumerate(node.args):
+            if isinstance(a, Node) and a.tape is self.tape and active[a.pos]:
+                expr = _SCALAR[node.f][1][i].format(*exprs, y=f"x{p}", g=gp)
+                done = accumulate(self.rtape, a, 1.0, node.f, i)  # 1.0: a stand-in
+                self._accumulate(a.pos, expr, done, out, alias=expr == gp)
+
+    def _reverse(self, node: Branch, p: int, ybar: Any, active: list, out: list) -> None:
+        """The contributions of Branch ``node`` (at ``p``) to its active arguments."""
+        rules = registry.lookup(node.f)
+        vals, y, kwargs = node.vals, node.value, node.kwargs
+        gp, call_args = self._read(p), self._args(node)
+        if rules.pre is not None:
+            kwargs = dict(kwargs, pre=rules.pre(y, ybar, *vals, **kwargs))
+            out.append(f"pre = {self._name(rules.pre, 'pre')}(x{p}, {gp}, {call_args})")
+            call_args += ", pre=pre"
+        head = f"x{p}, {gp}, {call_args}"  # a rule's arguments
+        for i, a in enumerate(node.args):
+            if self._active(a, active):
+                update = in_place_rule(rules, i, vals, ybar, a.value)
+                if update is not None:
+                    made = update_in_place(self.rtape, update, a, y, ybar, vals, kwargs)
+                    self._update(a.pos, self._name(update, "u"), made, gp, head, out)
+                    continue
+                rule = rules.rule(i, vals)
+                xbar = rule(y, ybar, *vals, **kwargs)
+                expr = self._adjoint(node, i, rule, p, ybar, kwargs, head)
+                self._contribution(node, i, a, expr, xbar, out)
+            elif (type(a) is list or type(a) is tuple) and any(self._active(b, active) for b in a):
+                rule = rules.rule(i, vals)
+                xbars = rule(y, ybar, *vals, **kwargs)
+                out.append(f"cs = {self._name(rule, 'r')}({head})")
+                for j, (b, xbar) in enumerate(zip(a, xbars)):
+                    if self._active(b, active):
+                        self._contribution(node, i, b, f"cs[{j}]", xbar, out)
+
+    def _active(self, a: Any, active: list) -> bool:
+        return isinstance(a, Node) and a.tape is self.tape and active[a.pos]
+
+    def _adjoint(self, node, i, rule, p, ybar, kwargs, head) -> str:
+        """Argument ``i``'s contribution: the registered rule's formula written out where
+        it is known (the scalar forms on arrays, a sum, a product of two matrices), else
+        a call of ``rule``."""
+        f, vals, gp = node.f, node.vals, self._read(p)
+        if rule is _registered(f, i):
+            if f in _SCALAR and not kwargs:
+                exprs = [self._expr(b) for b in node.args]
+                return _on_arrays(_SCALAR[f][1][i]).format(*exprs, y=f"x{p}", g=gp)
+            if f is np.sum and _plain_sum(node, vals):
+                return _sum_adjoint(gp, vals[0], ybar, kwargs)
+            if f is np.matmul and _plain_matmul(vals, ybar, kwargs):
+                other = self._expr(node.args[1 - i])
+                factors = (gp, f"{other}.T") if i == 0 else (f"{other}.T", gp)
+                return "np.matmul({}, {})".format(*factors)
+        return f"{self._name(rule, 'r')}({head})"
+
+    def _contribution(self, node: Branch, i: int, a: Node, expr: str, xbar: Any, out) -> None:
+        """Add contribution ``expr`` (``xbar`` when recorded) into ``a``'s slot, summed
+        back to ``a``'s shape as the reverse pass sums it."""
+        if xbar is None:
+            out.append(f"if {expr} is not None: raise _Changed({_RULE_CHANGED!r})")
+            return
+        done = accumulate(self.rtape, a, xbar, node.f, i)  # raises if it cannot sum back
+        leading, stretched = unbroadcast_axes(np.shape(xbar), np.shape(a.value))
+        if leading:
+            expr = f"np.add.reduce({expr}, axis={leading})"
+        if stretched:
+            expr = f"np.add.reduce({expr}, axis={stretched}, keepdims=True)"
+        self._accumulate(a.pos, expr, done, out)
+
+    def _accumulate(self, q: int, expr: str, done: str, out: list, alias: bool = False) -> None:
+        """Write what ``accumulate`` did (``done``) to slot ``q``, ``expr`` the contribution."""
+        target = self._g(q)
+        if done == "set" and alias and target == f"g{q}":
+            self.alias[q] = expr  # a scalar passed on unchanged (by add): named, not copied
+        elif done == "set":
+            out.append(f"{target} = {expr}")
+        elif done == "add in place":
+            out.append(f"{target} += {expr}")
+        else:
+            out.append(f"{target} = {self.alias.pop(q, None) or target} + {expr}")
+
+    def _update(self, q: int, update: str, made: str, gp: str, head: str, out: list) -> None:
+        """Write an in-place rule's call, its accumulator made as ``update_in_place``
+        made it (``made``)."""
+        target = self._g(q)
+        current = self.alias.pop(q, None) or target
+        acc = _ACCUMULATOR[made].format(q=q, current=current, g=gp)
+        out.append(f"{target} = {update}({acc}, {head})")
+
+    def _g(self, q: int) -> str:
+        """Where the adjoint of slot ``q`` is kept while the current chunk runs."""
+        return f"g{q}" if q // self.size == self.here else f"g[{q}]"
+
+    def _read(self, q: int) -> str:
+        """The adjoint of slot ``q`` (of the current chunk), as it may be read now."""
+        return self.alias.get(q) or f"g{q}"
+
+    # -- expressions -------------------------------------------------------------------
+
+    def _name(self, value: Any, prefix: str = "k") -> str:
+        """``value`` in the source: a literal, or a new name bound to it in ``ns``."""
+        if type(value) in (int, bool) or value is None:
+            return repr(value)
+        if type(value) is float and math.isfinite(value):
+            return repr(value)
+        self.names += 1
+        name = f"{prefix}{self.names}"
+        self.ns[name] = value
+        return name
+
+    def _expr(self, a: Any) -> str:
+        if isinstance(a, Node):
+            if a.tape is self.tape:
+                self.uses.add(a.pos)
+                return f"x{a.pos}"
+            return self._name(a)  # an outer tape's node: a constant here
+        if type(a) is list or type(a) is tuple:
+            inner = ", ".join(self._expr(b) for b in a)
+            if type(a) is tuple:
+                return f"({inner},)" if len(a) == 1 else f"({inner})"
+            return f"[{inner}]"
+        return self._name(a)
+
+    def _args(self, node: Branch) -> str:
+        parts = [self._expr(a) for a in node.args]
+        if node.kwargs:
+            parts.append("**" + self._name(node.kwargs, "kw"))
+        return ", ".join(parts)
+
+    def _spec_expr(self, a: Any) -> str:
+        if isinstance(a, _Slot):
+            self.uses.add(a.pos)
+            return f"x{a.pos}"
+        if type(a) is list or type(a) is tuple:
+            inner = ", ".join(self._spec_expr(b) for b in a)
+            return f"({inner},)" if type(a) is tuple else f"[{inner}]"
+        return self._name(a)
+
+    # -- chunks ------------------------------------------------------------------------
+
+    def functions(self, forward: list, backward: list, out_pos: int | None) -> Callable:
+        """Compile one function per chunk; returns the first."""
+        chunks, used, defined = self.chunks, self.used, self.defined
+        for k in range(chunks):
+            later = set().union(*used[k + 1 :]) if k + 1 < chunks else set()
+            stores = sorted(q for q in defined[k] if q in later or q == out_pos)
+            lines = [f"x{q} = v[{q}]" for q in sorted(used[k] - defined[k])]
+            lines += forward[k] + [f"v[{q}] = x{q}" for q in stores]
+            if k + 1 < chunks:
+                lines.append(f"chunk_{k + 1}(v, g)")
+            lines += backward[k]
+            source = f"def chunk_{k}(v, g):\n" + "".join(
+                f"    {line}\n" for line in lines or ["pass"]
+            )
+            exec(compile(source, f"<compiled tape: chunk {k}>", "exec"), self.ns)
+        return self.ns["chunk_0"]
+
+
+# How update_in_place made an in-place rule's accumulator, as a replay makes it.
+_ACCUMULATOR = {
+    "zeros": "np.zeros_like(x{q}, dtype=np.result_type(x{q}, {g}))",
+    "copy": "np.array({current}, dtype=np.result_type({current}, {g}))",
+    "owned": "{current}",
+}
 
 
 def _plain_sum(node: Branch, vals: tuple) -> bool:

@@ -17,7 +17,16 @@ from .mutation import verify
 from .node import Node
 from .records import Branch, Tape, observing
 
-__all__ = ["ReverseTape", "reverse_tape", "propagate"]
+__all__ = [
+    "ReverseTape",
+    "reverse_tape",
+    "propagate",
+    "accumulate",
+    "update_in_place",
+    "in_place_rule",
+    "unbroadcast",
+    "unbroadcast_axes",
+]
 
 
 class ReverseTape:
@@ -168,7 +177,7 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
             if plain is not None:
                 # an empty **kwargs still costs a dict on every call: most calls have none
                 xbar = plain[i](y, ybar, *vals, **kwargs) if kwargs else plain[i](y, ybar, *vals)
-                # _accumulate's commonest case inline (a first contribution, in shape): a
+                # accumulate's commonest case inline (a first contribution, in shape): a
                 # call fewer on most contributions
                 pos = arg.pos
                 if adjoints[pos] is None and (
@@ -177,14 +186,14 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
                 ):
                     adjoints[pos] = xbar
                 else:
-                    _accumulate(rtape, arg, xbar, f, i)
+                    accumulate(rtape, arg, xbar, f, i)
             else:
                 _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape)
         else:  # a list or tuple holding nodes of this tape
             xbars = rules.rule(i, vals)(y, ybar, *vals, **kwargs)
             for element, xbar in zip(arg, xbars):
                 if isinstance(element, Node) and element.tape is tape and xbar is not None:
-                    _accumulate(rtape, element, xbar, f, i)
+                    accumulate(rtape, element, xbar, f, i)
 
 
 _rules_of = registry.lookup
@@ -193,15 +202,25 @@ _SCALARS = (float, np.float64)  # shape () for sure: no need to ask np.shape
 
 
 def _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape) -> None:
-    if rules.update or rules.typed:
-        update = rules.update_rule(i, vals)
-        if update is not None:
-            plain = rules.rule(i, vals)
-            if plain is None or not (_holds_nodes(ybar, vals) or is_duck_array(arg.value)):
-                _update_in_place(rtape, update, arg, y, ybar, vals, kwargs)
-                return
+    update = in_place_rule(rules, i, vals, ybar, arg.value)
+    if update is not None:
+        update_in_place(rtape, update, arg, y, ybar, vals, kwargs)
+        return
     xbar = rules.rule(i, vals)(y, ybar, *vals, **kwargs)
-    _accumulate(rtape, arg, xbar, rules.f, i)
+    accumulate(rtape, arg, xbar, rules.f, i)
+
+
+def in_place_rule(rules: Any, i: int, vals: tuple, ybar: Any, value: Any) -> Any:
+    """The in-place form of the rule for argument ``i`` that the reverse pass uses here,
+    or None where it uses the plain rule."""
+    if not (rules.update or rules.typed):
+        return None
+    update = rules.update_rule(i, vals)
+    if update is None or rules.rule(i, vals) is None:
+        return update
+    if _holds_nodes(ybar, vals) or is_duck_array(value):
+        return None
+    return update
 
 
 def _holds_nodes(ybar: Any, vals: tuple) -> bool:
@@ -210,21 +229,32 @@ def _holds_nodes(ybar: Any, vals: tuple) -> bool:
     return isinstance(ybar, Node) or any(isinstance(v, Node) for v in vals)
 
 
-def _update_in_place(rtape, update, arg, y, ybar, vals, kwargs) -> None:
+def update_in_place(rtape, update, arg, y, ybar, vals, kwargs) -> str:
+    """Add into ``arg``'s slot with the in-place form ``update`` of a rule.
+
+    Returns how the accumulator handed to ``update`` was made, for a compiled replay to
+    do the same: ``"zeros"`` (a first contribution), ``"copy"`` (of an adjoint the
+    reverse pass does not own) or ``"owned"`` (the slot's own array, added into).
+    """
     pos = arg.pos
     xbar = rtape.adjoints[pos]
     if xbar is None:
-        xbar = np.zeros_like(arg.value, dtype=np.result_type(arg.value, ybar))
+        xbar, made = np.zeros_like(arg.value, dtype=np.result_type(arg.value, ybar)), "zeros"
     elif not (rtape.owned[pos] and type(xbar) is np.ndarray):
-        xbar = np.array(xbar, dtype=np.result_type(xbar, ybar))
+        xbar, made = np.array(xbar, dtype=np.result_type(xbar, ybar)), "copy"
+    else:
+        made = "owned"
     rtape.adjoints[pos] = update(xbar, y, ybar, *vals, **kwargs)
     rtape.owned[pos] = rtape.adjoints[pos] is xbar
+    return made
 
 
-def _accumulate(rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int) -> None:
+def accumulate(rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int) -> str:
     """Add ``xbar``, summed back to ``arg``'s shape, into ``arg``'s slot.
 
-    Only an array the reverse pass made itself is added into in place.
+    Only an array the reverse pass made itself is added into in place. Returns what was
+    done, for a compiled replay to do the same: ``"set"`` (a first contribution, kept as
+    it is), ``"add in place"`` or ``"add"`` (into a new array, which the slot then owns).
     """
     value = arg.value
     if type(xbar) is _ndarray:
@@ -239,12 +269,14 @@ def _accumulate(rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int) -
     current = rtape.adjoints[pos]
     if current is None:
         rtape.adjoints[pos] = xbar
-    elif rtape.owned[pos] and type(xbar) is _ndarray and xbar.dtype == current.dtype:
+        return "set"
+    if rtape.owned[pos] and type(xbar) is _ndarray and xbar.dtype == current.dtype:
         np.add(current, xbar, out=current)
-    else:
-        total = current + xbar
-        rtape.adjoints[pos] = total
-        rtape.owned[pos] = type(total) is _ndarray
+        return "add in place"
+    total = current + xbar
+    rtape.adjoints[pos] = total
+    rtape.owned[pos] = type(total) is _ndarray
+    return "add"
 
 
 def unbroadcast(xbar: Any, shape: tuple, f: Any = None, argnum: int = 0) -> Any:
@@ -252,37 +284,52 @@ def unbroadcast(xbar: Any, shape: tuple, f: Any = None, argnum: int = 0) -> Any:
 
     Anything else is a rule's mistake, reported as such rather than broadcast silently.
     """
-    if type(xbar) is _ndarray and xbar.ndim >= len(shape):
-        # one reduction over the added axes and the stretched ones (size 1 in ``shape``)
-        extra = xbar.ndim - len(shape)
-        axes = tuple(range(extra)) + tuple(extra + i for i, n in enumerate(shape) if n == 1)
-        summed = np.add.reduce(xbar, axis=axes, keepdims=True)
-        if summed.shape[extra:] == shape:
-            return summed.reshape(shape)
     xshape = np.shape(xbar)
+    axes = unbroadcast_axes(xshape, shape)
+    if axes is None:
+        raise _not_summable(xshape, shape, f, argnum)
+    leading, stretched = axes
+    if type(xbar) is _ndarray:  # one reduction over both, then the added axes dropped
+        extra = len(leading)
+        axis = leading + tuple(extra + k for k in stretched)
+        return np.add.reduce(xbar, axis=axis, keepdims=True).reshape(shape)
+    if leading:
+        xbar = np.sum(xbar, axis=leading)
+    if stretched:
+        xbar = np.sum(xbar, axis=stretched, keepdims=True)
+    return xbar
+
+
+def unbroadcast_axes(xshape: tuple, shape: tuple) -> tuple[tuple, tuple] | None:
+    """How an adjoint of shape ``xshape`` sums back to its argument's ``shape``:
+    ``(leading, stretched)``, the axes that broadcasting added in front (summed away) and
+    then those it stretched from size 1 (summed, kept as size 1); None where it cannot.
+
+    >>> unbroadcast_axes((5, 3, 4), (3, 1))
+    ((0,), (1,))
+    """
+    extra = len(xshape) - len(shape)
+    if extra < 0:
+        return None
+    stretched = []
+    for k, (n, m) in enumerate(zip(shape, xshape[extra:])):
+        if n != m:
+            if n != 1 or m != m:  # m != m: nan, a size known only once computed
+                return None
+            stretched.append(k)
+    return tuple(range(extra)), tuple(stretched)
+
+
+def _not_summable(xshape: tuple, shape: tuple, f: Any, argnum: int) -> ValueError:
     if any(n != n for n in shape + tuple(xshape)):  # nan: a size known only once computed
-        raise ValueError(
+        return ValueError(
             f"an adjoint of shape {xshape} for an argument of shape {shape}: sizes that are "
             "unknown until computed (a Dask array indexed by a boolean mask) cannot be "
             "differentiated lazily. Keep the shape with np.where(mask, x, 0), or compute "
             "the sizes first (x.compute_chunk_sizes())"
         )
-    extra = len(xshape) - len(shape)
-    if extra > 0:
-        xbar = np.sum(xbar, axis=tuple(range(extra)))
-        xshape = xshape[extra:]
-    if len(xshape) == len(shape):
-        stretched = tuple(i for i, (n, m) in enumerate(zip(shape, xshape)) if n == 1 and m != 1)
-        if stretched:
-            xbar = np.sum(xbar, axis=stretched, keepdims=True)
-            xshape = np.shape(xbar)
-    if xshape != shape:
-        where = (
-            f"the sensitivity of {function_name(f)} for argument {argnum}" if f else "an adjoint"
-        )
-        raise ValueError(
-            f"{where} returned shape {np.shape(xbar)}, which does not sum back to the "
-            f"argument's shape {shape}: a rule must return its argument's shape or the "
-            "broadcast shape"
-        )
-    return xbar
+    where = f"the sensitivity of {function_name(f)} for argument {argnum}" if f else "an adjoint"
+    return ValueError(
+        f"{where} returned shape {xshape}, which does not sum back to the argument's shape "
+        f"{shape}: a rule must return its argument's shape or the broadcast shape"
+    )

@@ -275,3 +275,37 @@ def test_matmul_products_inlined_or_through_the_rule(shapes, weighted):
         for i in range(2):
             expected = numeric_grad(f, (a * scale, b + scale), i)
             np.testing.assert_allclose(got[i], expected, rtol=1e-6, atol=1e-8)
+
+
+def test_gradients_come_in_the_order_of_argnums():
+    f = lambda x, y: np.sum(x * y**2)  # noqa: E731
+    x, y = np.ones(2), np.full(2, 3.0)
+    g = compile_grad(f, x, y, argnums=(1, 0))
+    assert_same(g(x, y), grad(f, argnums=(1, 0))(x, y))
+    assert_same(g(y, x), grad(f, argnums=(1, 0))(y, x))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_accumulation_as_the_reverse_pass_does_it(dtype):
+    """Every way the reverse pass adds into a slot, replayed: a first contribution, a
+    sum into a new array, in place into one it owns, an in-place rule (indexing) handed
+    zeros, a copy, or the slot's own array, and axes summed that broadcasting added
+    or stretched."""
+
+    def f(x, b, c):
+        h = np.tanh(x * 2.0 + b)  # b: (1, 4) stretched to (5, 4), then a leading axis
+        k = np.sin(x) * c  # c: (4,) against (5, 4)
+        return (
+            np.sum(h[0]) + np.sum(h * h) + np.sum(h[:, 1] * h[2, 1])  # h: zeros, owned
+            + np.sum(k[1]) + np.sum(np.cos(k))  # k: set, then a copy for the in-place rule
+            + np.sum(x * x * x) + np.sum(b[..., :2])
+            + np.sum(np.stack([x, x]) * b)  # b: a leading axis and a stretched one at once
+        )  # fmt: skip
+
+    rng = np.random.default_rng(4)
+    args = lambda: [rng.standard_normal(s).astype(dtype) for s in ((5, 4), (1, 4), (4,))]  # noqa: E731
+    g = compile_grad(f, *args())
+    for _ in range(2):
+        a = args()
+        assert_same(g(*a), grad(f)(*a), rtol=1e-5 if dtype == np.float32 else 1e-12)
+    assert g.recordings == 1
