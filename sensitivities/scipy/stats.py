@@ -22,7 +22,7 @@ raises a ``TypeError`` naming the parameter rather than giving a wrong gradient.
 Discrete distributions are differentiable in their continuous parameters, not in ``k``.
 
 >>> import numpy as np
->>> from sensitivities.scipy_stats import norm, gamma
+>>> from sensitivities.scipy.stats import norm, gamma
 >>> from tape import grad
 >>> float(norm.logpdf(1.0, loc=0.5, scale=2.0))  # the same as scipy.stats.norm.logpdf
 -1.6433357137646178
@@ -520,7 +520,7 @@ class _MultivariateNormal:
     def logpdf(self, x, mean=None, cov=1, allow_singular=False):
         """``scipy.stats.multivariate_normal.logpdf``, differentiable in ``x``, ``mean``
         and ``cov``."""
-        from .linalg import solve_triangular
+        from ..linalg import solve_triangular
 
         dev, cov, d = _mvn_parts(x, mean, cov)
         factor = np.linalg.cholesky(cov)
