@@ -3,6 +3,7 @@ and the registry they are kept in. Plain NumPy only: this package never imports 
 """
 
 from . import elementwise, fft, linalg, reductions, shape, special, stats  # noqa: F401  (registers)
+from . import scipy as scipy  # the rules of SciPy's non-ufunc functions
 from .registry import (
     implementation,
     lookup,

@@ -6,3 +6,5 @@ SciPy's special functions are mostly ufuncs, recorded as they are; their rules l
 ``sensitivities.special``, and the older ``scipy.linalg`` counterparts in
 ``sensitivities.linalg``.
 """
+
+from . import linalg, signal  # noqa: F401  (registers their rules; stats registers none)
