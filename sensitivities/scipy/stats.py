@@ -102,16 +102,25 @@ def _bind(dist: str, method: str, names: tuple, defaults: tuple, args: tuple, kw
 _REQUIRED = object()
 
 
+def _scipy_object(name):
+    from scipy import stats
+
+    return getattr(stats, name)
+
+
 class _Frozen:
     """``dist(*shapes, loc, scale)``: a distribution with its parameters fixed, as
-    SciPy's frozen distributions."""
+    SciPy's frozen distributions. Methods without a counterpart (``rvs``, ``mean``, ...)
+    are SciPy's own, on plain values."""
 
     def __init__(self, dist, args, kwargs):
         self.dist, self.args, self.kwargs = dist, args, kwargs
 
     def __getattr__(self, method):
-        if method not in self.dist.methods:
+        if method.startswith("__") or method in ("dist", "args", "kwargs"):
             raise AttributeError(method)
+        if method not in self.dist.methods:
+            return getattr(_scipy_object(self.dist.name)(*self.args, **self.kwargs), method)
         f = getattr(self.dist, method)
         return lambda x: f(x, *self.args, **self.kwargs)
 
@@ -138,6 +147,12 @@ class _Distribution:
 
     def __call__(self, *args, **kwargs):
         return _Frozen(self, args, kwargs)
+
+    def __getattr__(self, attr):
+        # what has no counterpart (rvs, fit, mean, isf, ...) is SciPy's own, for plain values
+        if attr.startswith("__") or attr in ("name", "shapes", "methods"):
+            raise AttributeError(attr)
+        return getattr(_scipy_object(self.name), attr)
 
     def __repr__(self):
         return f"<differentiable scipy.stats.{self.name}>"
@@ -535,6 +550,11 @@ class _MultivariateNormal:
         ``cov``."""
         return _finish(np.exp(self.logpdf(x, mean, cov, allow_singular)))
 
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(_scipy_object(self.name), attr)
+
     def __repr__(self):
         return "<differentiable scipy.stats.multivariate_normal>"
 
@@ -573,6 +593,8 @@ class _Dirichlet:
     def pdf(self, x, alpha):
         """``scipy.stats.dirichlet.pdf``, differentiable in ``x`` and ``alpha``."""
         return _finish(np.exp(self.logpdf(x, alpha)))
+
+    __getattr__ = _MultivariateNormal.__getattr__
 
     def __repr__(self):
         return "<differentiable scipy.stats.dirichlet>"
