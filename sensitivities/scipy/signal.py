@@ -19,7 +19,7 @@ rules that are again convolutions and filters:
 >>> from sensitivities.scipy.signal import convolve
 >>> from tape import grad
 >>> grad(lambda k: np.sum(convolve(np.array([1.0, 2.0, 3.0]), k, mode="same")))(np.ones(2))
-(array([5., 6.]),)
+(array([6., 3.]),)
 """
 
 from __future__ import annotations
