@@ -248,8 +248,10 @@ class _Continuous(_Distribution):
         qs = np.where(inside, q, 0.5)
         lo, hi = self.support
         value = self._f["ppf"](qs, *safe) * scale + loc
-        ends = np.where(np.equal(q, 0) & good, lo * scale + loc,
-                        np.where(np.equal(q, 1) & good, hi * scale + loc, np.nan))  # fmt: skip
+        # an infinite end stays infinite (and inf * scale would spread nan into the gradient)
+        lo = lo if np.isinf(lo) else lo * scale + loc
+        hi = hi if np.isinf(hi) else hi * scale + loc
+        ends = np.where(np.equal(q, 0) & good, lo, np.where(np.equal(q, 1) & good, hi, np.nan))
         return np.where(inside, value, ends)
 
 
