@@ -230,7 +230,7 @@ if _sla is not None:
             return low[order], up
         if p_indices:
             return order, low, up
-        p = np.eye(n, dtype=np.result_type(a, 0.0))[:, order]
+        p = np.eye(n, dtype=np.result_type(a, 0.0))[order]  # (p @ l)[i] = l[order[i]]
         return p, low, up
 
     def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):

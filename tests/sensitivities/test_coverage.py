@@ -5,6 +5,7 @@ import pkgutil
 
 import pytest
 
+import tests.scipy as scipy_tests
 import tests.sensitivities as family_tests
 from sensitivities import lookup, registered_functions
 from sensitivities.registry import function_name
@@ -12,13 +13,14 @@ from sensitivities.registry import function_name
 
 def all_cases():
     cases = []
-    for info in pkgutil.iter_modules(family_tests.__path__):
-        if info.name.startswith("test_") and info.name != "test_coverage":
-            try:
-                module = importlib.import_module(f"tests.sensitivities.{info.name}")
-            except pytest.skip.Exception:  # a family that needs a missing optional library
-                continue
-            cases += getattr(module, "CASES", [])
+    for package in (family_tests, scipy_tests):  # the families, and tape.scipy's counterparts
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name.startswith("test_") and info.name != "test_coverage":
+                try:
+                    module = importlib.import_module(f"{package.__name__}.{info.name}")
+                except pytest.skip.Exception:  # a family that needs a missing optional library
+                    continue
+                cases += getattr(module, "CASES", [])
     return cases
 
 
