@@ -40,7 +40,9 @@ def banded_draw(data):
 
 def null_space_draw(data):
     m = data.draw(st.integers(1, 3))
-    return (data.draw(arrays((m, m + data.draw(st.integers(1, 2))))),)
+    a = data.draw(arrays((m, m + data.draw(st.integers(1, 2)))))
+    a[:, :m] += 3.0 * np.eye(m)  # full row rank: the null space keeps its dimension
+    return (a,)
 
 
 def projector(basis):
@@ -49,7 +51,7 @@ def projector(basis):
 
 CASES = [
     Case(rules.sqrtm, lambda d: (near_identity(d),)),
-    Case(rules.logm, lambda d: (near_identity(d),)),
+    Case(rules.logm, lambda d: (near_identity(d, 2),)),  # SciPy's logm is slow: small
     Case(rules.solve_sylvester, sylvester_draw, argnums=(0, 1, 2)),
     Case(rules.solve_banded, banded_draw, argnums=(1, 2)),
     Case(rules.null_space, null_space_draw, lambda a: projector(linalg.null_space(a))),
@@ -73,7 +75,7 @@ def test_values_are_scipys(name, args, data):
 
 SECOND_ORDER = [
     ("sqrtm", lambda a: linalg.sqrtm(a), lambda r: (near(r),)),
-    ("logm", lambda a: linalg.logm(a), lambda r: (near(r),)),
+    ("logm", lambda a: linalg.logm(a), lambda r: (near(r)[:2, :2],)),
     ("solve_sylvester", linalg.solve_sylvester, lambda r: (near(r), near(r) - np.eye(3),
                                                            r.standard_normal((3, 3)))),
     ("solve_continuous_lyapunov", linalg.solve_continuous_lyapunov,
