@@ -6,6 +6,7 @@ from . import elementwise, fft, linalg, pushforwards, reductions, shape, special
 from .checkpoint import checkpointed
 from .pushforwards import lift
 from .reductions import broadcast_to, expand_reduced
+from . import scipy as scipy  # the rules of SciPy's non-ufunc functions
 from .registry import (
     function_name,
     implementation,

@@ -2,40 +2,78 @@
 
 SciPy functions that are not ufuncs convert their arguments with ``np.asarray``; a node
 refuses that (it would drop off the tape), and the error it raises names the counterpart
-found here. The engine hands over the stack frame of the conversion; everything that
-knows SciPy's layout lives here, beside the counterparts themselves.
+found here: the public ``tape.scipy`` name, laid out as SciPy is. The engine hands over
+the stack frame of the conversion; everything that knows SciPy's layout lives here,
+beside the counterparts themselves.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["scipy_caller"]
+__all__ = ["scipy_caller", "covered"]
+
+
+def covered() -> dict:
+    """``{SciPy submodule: names with a counterpart in tape.scipy}``; for ``stats``,
+    ``{distribution: its methods}``."""
+    from . import special
+    from .scipy import linalg, signal, stats
+
+    distributions = {
+        name: getattr(stats, name).methods for name in stats.__all__
+        if hasattr(getattr(stats, name), "methods")
+    }  # fmt: skip
+    return {
+        "linalg": set(linalg.__all__),
+        "special": set(special.__all__),
+        "signal": set(signal.__all__),
+        "stats": distributions,
+    }
+
+
+def _distribution(frame: Any) -> str:
+    """The name of the ``scipy.stats`` distribution whose method runs in ``frame``."""
+    owner = frame.f_locals.get("self")
+    owner = getattr(owner, "dist", owner)  # a frozen distribution
+    name = getattr(owner, "name", None)
+    if not isinstance(name, str):
+        name = type(owner).__name__
+        for suffix in ("_gen", "_frozen"):
+            name = name.removesuffix(suffix)
+    return name
 
 
 def scipy_caller(frame: Any) -> tuple[str, str] | None:
     """``(SciPy's function, tape's counterpart)``, as dotted names, when SciPy code on the
-    stack from ``frame`` up is converting a node; None otherwise.
+    stack from ``frame`` up is converting a node; None otherwise. The outermost SciPy
+    function with a counterpart wins: the one the user called, not its helpers.
 
     >>> import sys
     >>> scipy_caller(sys._getframe()) is None
     True
     """
-    from . import linalg, special
+    from . import linalg
 
+    names = covered()
+    found = None
     start = frame
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if module.startswith("scipy."):
+            family = module.split(".")[1]
             name = frame.f_code.co_name
-            for ours in (linalg, special):
-                if name in getattr(ours, "__all__", ()) or (
-                    not name.startswith("_")
-                    and callable(getattr(ours, name, None))
-                    and getattr(getattr(ours, name), "__module__", "") == ours.__name__
-                ):
-                    family = module.split(".")[1]
-                    return f"scipy.{family}.{name}", f"{ours.__name__}.{name}"
+            if family == "stats":
+                methods = names["stats"].get(_distribution(frame), ())
+                if name in methods:
+                    dotted = f"stats.{_distribution(frame)}.{name}"
+                    found = f"scipy.{dotted}", f"tape.scipy.{dotted}"
+            elif name in names.get(family, ()):
+                found = f"scipy.{family}.{name}", f"tape.scipy.{family}.{name}"
         frame = frame.f_back
-    ours = linalg.scipy_counterpart(start)  # sees through SciPy's batching wrapper
-    return (f"scipy.linalg.{ours.rpartition('.')[2]}", ours) if ours else None
+    if found is None:
+        ours = linalg.scipy_counterpart(start)  # sees through SciPy's batching wrapper
+        if ours:
+            name = ours.rpartition(".")[2]
+            found = f"scipy.linalg.{name}", f"tape.scipy.linalg.{name}"
+    return found

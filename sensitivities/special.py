@@ -10,7 +10,7 @@ A few are plain Python functions instead, which NumPy's protocols never see:
 
 - ``scipy.special.softplus`` is ``np.logaddexp(0, x)``: it runs on nodes as it is, and
   is recorded as that ``logaddexp``.
-- ``logsumexp``, ``softmax``, ``log_softmax`` and ``polygamma`` first turn their
+- ``logsumexp``, ``softmax``, ``log_softmax``, ``polygamma`` and ``multigammaln`` first turn their
   arguments into ndarrays (SciPy's array-API layer, or ``np.asarray``), which would cut
   a node off its tape, so calling SciPy's own on a node raises an error in the forward
   pass. SciPy's array-API dispatch could hand them a node's namespace, but only when
@@ -39,7 +39,7 @@ except ImportError:  # SciPy is optional: without it there is nothing to registe
 
 from .registry import nondifferentiable, primitive, sensitivity, value_of
 
-__all__ = ["logsumexp", "softmax", "log_softmax", "polygamma"]
+__all__ = ["logsumexp", "softmax", "log_softmax", "polygamma", "multigammaln"]
 
 _2_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _SQRT_PI_2 = math.sqrt(math.pi) / 2.0
@@ -150,6 +150,20 @@ def _(y, ybar, x, axis=None):
 @sensitivity(polygamma, 1)
 def _(y, ybar, n, x):
     return ybar * polygamma(np.add(n, 1), x)
+
+
+def multigammaln(a, d):
+    """``scipy.special.multigammaln(a, d)``, the log of the multivariate gamma function,
+    differentiable in ``a``: a sum of ``gammaln``, as SciPy computes it."""
+    _needs_scipy()
+    if not np.isscalar(d) or (np.floor(d) != d):
+        raise ValueError("d should be a positive integer (dimension)")
+    if np.any(np.less_equal(_plain(a), 0.5 * (d - 1))):
+        raise ValueError(f"condition a ({np.min(_plain(a))}) > 0.5 * (d-1) ({0.5 * (d - 1)}) "
+                         "not met")  # fmt: skip
+    terms = [special.gammaln(a - (j - 1.0) / 2) for j in range(1, int(d) + 1)]
+    out = (d * (d - 1) * 0.25) * np.log(np.pi) + np.sum(np.stack(terms), axis=0)
+    return out[()] if isinstance(out, np.ndarray) and out.ndim == 0 else out
 
 
 # -- helpers for the rules below ------------------------------------------------------------

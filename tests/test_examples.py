@@ -173,3 +173,32 @@ def test_dask_logistic_gradient():
     for i, g in enumerate(got):
         expected = numeric_grad(example.loss, (w, b, X, y, 0.01), i)
         np.testing.assert_allclose(g, expected, rtol=1e-6, atol=1e-8)
+
+
+def test_scipy_regression(capsys):
+    pytest.importorskip("statsmodels")
+    pytest.importorskip("scipy")
+    params, se, params_sm, se_sm = load("scipy_regression").main(["--quick"])
+    np.testing.assert_allclose(params, params_sm, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(se, se_sm, rtol=2e-3)  # statsmodels' Hessian is numerical
+    assert "max relative difference in standard errors" in capsys.readouterr().out
+
+
+def test_scipy_regression_gradient_and_hessian():
+    pytest.importorskip("statsmodels")
+    pytest.importorskip("scipy")
+    from tape import hessian
+
+    example = load("scipy_regression")
+    rng = np.random.default_rng(5)
+    X = np.column_stack([np.ones(15), rng.standard_normal((15, 2))])
+    y = X @ [1.0, 2.0, -1.0] + rng.standard_t(3.0, 15)
+    params = np.array([0.8, 1.7, -1.2, 3.0, 1.3])
+    nll = example.negative_log_likelihood
+    got = grad(nll, argnums=0)(params, X, y)
+    np.testing.assert_allclose(got, numeric_grad(nll, (params, X, y), 0), rtol=1e-6)
+    first = lambda p: grad(nll, argnums=0)(p, X, y)  # noqa: E731
+    h = hessian(nll, argnums=0)(params, X, y)
+    for i in range(len(params)):
+        column = numeric_grad(lambda p, i=i: first(p)[i], (params,), 0)
+        np.testing.assert_allclose(h[i], column, rtol=1e-5, atol=1e-6)

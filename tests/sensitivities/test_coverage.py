@@ -5,6 +5,7 @@ import pkgutil
 
 import pytest
 
+import tests.scipy as scipy_tests
 import tests.sensitivities as family_tests
 from sensitivities import lookup, registered_functions
 from sensitivities.registry import function_name
@@ -21,17 +22,18 @@ def every_case(rules_only=False):
     from tests.sensitivities.cases import Case
 
     cases = []
-    for info in pkgutil.iter_modules(family_tests.__path__):
-        if info.name.startswith("test_") and info.name != "test_coverage":
-            try:
-                module = importlib.import_module(f"tests.sensitivities.{info.name}")
-            except pytest.skip.Exception:  # a family that needs a missing optional library
-                continue
-            for name, value in vars(module).items():
-                if rules_only and not (name == "CASES" or name.endswith("_CASES")):
+    for package in (family_tests, scipy_tests):  # the families, and tape.scipy's counterparts
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name.startswith("test_") and info.name != "test_coverage":
+                try:
+                    module = importlib.import_module(f"{package.__name__}.{info.name}")
+                except pytest.skip.Exception:  # a family that needs a missing optional library
                     continue
-                if isinstance(value, list) and value and all(isinstance(c, Case) for c in value):
-                    cases += value
+                for name, value in vars(module).items():
+                    if rules_only and not (name == "CASES" or name.endswith("_CASES")):
+                        continue
+                    if isinstance(value, list) and value and all(isinstance(c, Case) for c in value):
+                        cases += value
     return cases
 
 

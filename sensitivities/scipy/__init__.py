@@ -1,0 +1,10 @@
+"""Rules and implementations for SciPy functions that are not ufuncs, laid out as SciPy
+is: ``stats`` (distributions), ``linalg`` (matrix functions, factorisations, equation
+solvers) and ``signal`` (convolution and filtering). ``tape.scipy`` is their public face.
+
+SciPy's special functions are mostly ufuncs, recorded as they are; their rules live in
+``sensitivities.special``, and the older ``scipy.linalg`` counterparts in
+``sensitivities.linalg``.
+"""
+
+from . import linalg, signal  # noqa: F401  (registers their rules; stats registers none)

@@ -1,0 +1,26 @@
+"""SciPy's differentiable counterparts, laid out as SciPy is: change one import line.
+
+>>> from tape.scipy import stats, linalg, special, signal
+>>> import numpy as np
+>>> from tape import grad
+>>> grad(lambda mu: stats.norm.logpdf(1.0, mu, 2.0))(0.5)
+(0.125,)
+
+``stats``, ``linalg``, ``special`` and ``signal`` hold counterparts with SciPy's names,
+arguments, defaults and return types (listed in each module's ``__all__``); every other
+name of SciPy's module is SciPy's own, for plain values, so that code which imports
+``tape.scipy.stats`` in place of ``scipy.stats`` keeps working. ``integrate``,
+``optimize`` and ``sparse`` forward to SciPy for now. The rules themselves are plain
+NumPy in ``sensitivities``; this package is only their public face, and needs SciPy.
+"""
+
+import importlib
+
+__all__ = ["stats", "linalg", "special", "signal", "integrate", "optimize", "sparse"]
+
+
+def __getattr__(name):
+    # ``import tape.scipy`` stays cheap: each submodule is imported when first used
+    if name in __all__:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""Tests of tape.scipy, one module per SciPy submodule."""

@@ -1,0 +1,217 @@
+"""tape.scipy.linalg against scipy.linalg: SciPy's values and return types, gradients
+against central differences, second order in both modes."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+sla = pytest.importorskip("scipy.linalg")
+
+from sensitivities.scipy import linalg as rules  # noqa: E402
+from tape import check_grad, grad  # noqa: E402
+from tape.scipy import linalg  # noqa: E402
+from tests.sensitivities.cases import Case, rule_test  # noqa: E402
+from tests.strategies import arrays  # noqa: E402
+
+SIZES = st.integers(2, 4)
+
+
+def near_identity(data, n=None, spread=0.3):
+    """A matrix close to a multiple of the identity: real roots and logarithms."""
+    n = n or data.draw(SIZES)
+    return 2.0 * np.eye(n) + data.draw(arrays((n, n), -spread, spread))
+
+
+def sylvester_draw(data):
+    n, m = data.draw(SIZES), data.draw(SIZES)
+    # eigenvalues of a and -b apart: a near 2 I, b near I
+    return near_identity(data, n), near_identity(data, m) - np.eye(m), data.draw(arrays((n, m)))
+
+
+def banded_draw(data):
+    n = data.draw(st.integers(3, 6))
+    lower, upper = data.draw(st.integers(0, 2)), data.draw(st.integers(0, 2))
+    ab = data.draw(arrays((lower + upper + 1, n), -0.5, 0.5))
+    ab[upper] += 3.0  # a dominant diagonal
+    b = data.draw(arrays(data.draw(st.sampled_from([(n,), (n, 2)]))))
+    return (lower, upper), ab, b
+
+
+def null_space_draw(data):
+    m = data.draw(st.integers(1, 3))
+    a = data.draw(arrays((m, m + data.draw(st.integers(1, 2)))))
+    a[:, :m] += 3.0 * np.eye(m)  # full row rank: the null space keeps its dimension
+    return (a,)
+
+
+def projector(basis):
+    return basis @ basis.T  # does not depend on the basis chosen
+
+
+CASES = [
+    Case(rules.sqrtm, lambda d: (near_identity(d),)),
+    Case(rules.logm, lambda d: (near_identity(d, 2),)),  # SciPy's logm is slow: small
+    Case(rules.solve_sylvester, sylvester_draw, argnums=(0, 1, 2)),
+    Case(rules.solve_banded, banded_draw, argnums=(1, 2)),
+    Case(rules.null_space, null_space_draw, lambda a: projector(linalg.null_space(a))),
+]
+
+test_rules_match_finite_differences = rule_test(CASES, max_examples=5)
+
+
+@pytest.mark.parametrize("name, args", [
+    ("sqrtm", lambda d: (near_identity(d),)), ("logm", lambda d: (near_identity(d),)),
+    ("solve_sylvester", sylvester_draw), ("solve_banded", banded_draw),
+    ("null_space", null_space_draw),
+])  # fmt: skip
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_values_are_scipys(name, args, data):
+    values = args(data)
+    np.testing.assert_allclose(getattr(linalg, name)(*values), getattr(sla, name)(*values),
+                               rtol=1e-10, atol=1e-12)  # fmt: skip
+
+
+SECOND_ORDER = [
+    ("sqrtm", lambda a: linalg.sqrtm(a), lambda r: (near(r),)),
+    ("logm", lambda a: linalg.logm(a), lambda r: (near(r)[:2, :2],)),
+    ("solve_sylvester", linalg.solve_sylvester, lambda r: (near(r), near(r) - np.eye(3),
+                                                           r.standard_normal((3, 3)))),
+    ("solve_continuous_lyapunov", linalg.solve_continuous_lyapunov,
+     lambda r: (near(r), r.standard_normal((3, 3)))),
+    ("solve_banded", lambda ab, b: linalg.solve_banded((1, 1), ab, b),
+     lambda r: (r.uniform(-0.5, 0.5, (3, 4)) + [[0], [3], [0]], r.standard_normal((4, 2)))),
+    ("null_space", lambda a: projector(linalg.null_space(a)),
+     lambda r: (r.standard_normal((2, 4)),)),
+    ("expm_frechet", lambda a, e: linalg.expm_frechet(a, e),
+     lambda r: (0.3 * r.standard_normal((3, 3)), r.standard_normal((3, 3)))),
+]  # fmt: skip
+
+
+def near(rng):
+    return 2.0 * np.eye(3) + rng.uniform(-0.3, 0.3, (3, 3))
+
+
+@pytest.mark.parametrize("name, f, args", SECOND_ORDER, ids=[c[0] for c in SECOND_ORDER])
+def test_second_order_in_both_modes(name, f, args):
+    check_grad(f, *args(np.random.default_rng(0)), order=2, rtol=1e-4, atol=1e-6)
+
+
+# -- compositions: SciPy's values and return types, and their gradients -------------------
+
+
+def spd(rng, n=4):
+    b = rng.standard_normal((n, n))
+    return b @ b.T + n * np.eye(n), b
+
+
+def test_expm_frechet_and_lyapunov_values():
+    rng = np.random.default_rng(1)
+    a, e = 0.5 * rng.standard_normal((3, 3)), rng.standard_normal((3, 3))
+    for compute in (True, False):
+        got, want = linalg.expm_frechet(a, e, compute_expm=compute), sla.expm_frechet(
+            a, e, compute_expm=compute)  # fmt: skip
+        assert type(got) is type(want)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    q = rng.standard_normal((3, 3))
+    np.testing.assert_allclose(linalg.solve_continuous_lyapunov(a - 2 * np.eye(3), q),
+                               sla.solve_continuous_lyapunov(a - 2 * np.eye(3), q))  # fmt: skip
+
+
+@pytest.mark.parametrize("options", [{}, {"permute_l": True}, {"p_indices": True}])
+def test_lu(options):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((4, 4))
+    got, want = linalg.lu(a, **options), sla.lu(a, **options)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, atol=1e-12)
+    check_grad(lambda a: linalg.lu(a, **options)[-2:], a, order=2)
+
+
+@pytest.mark.parametrize("mode", ["full", "economic", "r"])
+@pytest.mark.parametrize("shape", [(4, 4), (2, 4), (4, 3)])
+def test_qr(mode, shape):
+    a = np.random.default_rng(3).standard_normal(shape)
+    got, want = linalg.qr(a, mode=mode), sla.qr(a, mode=mode)
+    assert type(got) is tuple and len(got) == len(want)
+    for g, w in zip(got, want):  # up to the signs of q's columns and r's rows
+        np.testing.assert_allclose(np.abs(g), np.abs(w), atol=1e-12)
+    if mode != "full" or shape[0] <= shape[1]:
+        check_grad(lambda a: linalg.qr(a, mode=mode)[-1] ** 2, a, order=2)
+
+
+def test_svd_and_pinv():
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((3, 5))
+    np.testing.assert_allclose(linalg.svd(a, compute_uv=False), sla.svd(a, compute_uv=False))
+    u, s, vh = linalg.svd(a, full_matrices=False)
+    np.testing.assert_allclose(u * s @ vh, a)
+    check_grad(lambda a: linalg.svd(a, compute_uv=False), a, order=2)
+    low_rank = np.outer([1.0, 2.0, 3.0], [1.0, 1.0])
+    for m in (a, low_rank):
+        for kwargs in ({}, {"atol": 0.5}, {"rtol": 0.1}):
+            got, rank = linalg.pinv(m, return_rank=True, **kwargs)
+            want, want_rank = sla.pinv(m, return_rank=True, **kwargs)
+            np.testing.assert_allclose(got, want, atol=1e-12)
+            assert rank == want_rank
+    check_grad(lambda a: linalg.pinv(a), a, order=2)
+
+
+@pytest.mark.parametrize("kind", [None, 1, 2, 3])
+def test_eigh(kind):
+    rng = np.random.default_rng(5)
+    s, c = spd(rng)
+    b = None if kind is None else spd(rng)[0]
+    options = {} if kind is None else {"type": kind}
+    w, v = linalg.eigh(s, b, **options)
+    ww, vv = sla.eigh(s, b, **options)
+    np.testing.assert_allclose(w, ww)
+    np.testing.assert_allclose(np.abs(v), np.abs(vv), atol=1e-12)
+
+    def f(c, d):  # symmetric matrices through factors; vectors up to sign
+        w, v = linalg.eigh(c @ c.T + 4 * np.eye(4), None if kind is None else d @ d.T + np.eye(4),
+                           **options)  # fmt: skip
+        return w, v**2
+
+    check_grad(f, c, rng.standard_normal((4, 4)), order=2, rtol=1e-4)
+
+
+def test_eigh_subsets():
+    s, _ = spd(np.random.default_rng(6))
+    for kwargs in ({"subset_by_index": [1, 2]}, {"subset_by_value": [4.0, 30.0]}):
+        np.testing.assert_allclose(linalg.eigh(s, eigvals_only=True, **kwargs),
+                                   sla.eigh(s, eigvals_only=True, **kwargs))  # fmt: skip
+    check_grad(lambda c: linalg.eigh(c @ c.T, subset_by_index=[2, 3])[0],
+               np.random.default_rng(7).standard_normal((4, 4)))  # fmt: skip
+
+
+def test_special_matrices():
+    rng = np.random.default_rng(8)
+    a, b, c = rng.standard_normal((2, 3)), rng.standard_normal(2), rng.standard_normal(4)
+    np.testing.assert_array_equal(linalg.block_diag(a, b, 3.0), sla.block_diag(a, b, 3.0))
+    np.testing.assert_array_equal(linalg.block_diag(1, [2, 3]), sla.block_diag(1, [2, 3]))
+    np.testing.assert_array_equal(linalg.toeplitz(c, b), sla.toeplitz(c, b))
+    np.testing.assert_array_equal(linalg.toeplitz(c), sla.toeplitz(c))
+    np.testing.assert_array_equal(linalg.circulant(a), sla.circulant(a))
+    check_grad(lambda a, b: linalg.block_diag(a, b, 3.0), a, b, order=2)
+    check_grad(lambda c, b: linalg.toeplitz(c, b), c, b, order=2)
+    check_grad(linalg.circulant, a, order=2)
+
+
+def test_reexported_counterparts_are_the_rules_ones():
+    from sensitivities import linalg as numpy_linalg
+
+    for name in ("solve_triangular", "cho_factor", "cho_solve", "expm", "inv", "solve", "det",
+                 "cholesky", "lu_factor", "lu_solve"):  # fmt: skip
+        assert getattr(linalg, name) is getattr(numpy_linalg, name)
+    assert set(linalg.__all__) <= set(dir(sla))
+    assert linalg.schur is sla.schur  # not covered: SciPy's own
+
+
+def test_scipys_own_names_the_counterpart():
+    with pytest.raises(TypeError, match=r"scipy.linalg.sqrtm .* tape.scipy.linalg.sqrtm"):
+        grad(lambda a: np.sum(sla.sqrtm(a)))(np.eye(2))
+    with pytest.raises(TypeError, match=r"counterpart tape.scipy.linalg.solve_triangular"):
+        grad(lambda a: np.sum(sla.solve_triangular(a, np.ones(2))))(np.eye(2))
