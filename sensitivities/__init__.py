@@ -3,10 +3,10 @@ and the registry they are kept in. Plain NumPy only: this package never imports 
 """
 
 from . import elementwise, fft, linalg, pushforwards, reductions, shape, special, stats  # noqa: F401
+from . import scipy as scipy  # the rules of SciPy's non-ufunc functions
 from .checkpoint import checkpointed
 from .pushforwards import lift
 from .reductions import broadcast_to, expand_reduced
-from . import scipy as scipy  # the rules of SciPy's non-ufunc functions
 from .registry import (
     function_name,
     implementation,

@@ -158,8 +158,8 @@ def multigammaln(a, d):
     _needs_scipy()
     if not np.isscalar(d) or (np.floor(d) != d):
         raise ValueError("d should be a positive integer (dimension)")
-    if np.any(np.less_equal(_plain(a), 0.5 * (d - 1))):
-        raise ValueError(f"condition a ({np.min(_plain(a))}) > 0.5 * (d-1) ({0.5 * (d - 1)}) "
+    if np.any(np.less_equal(value_of(a), 0.5 * (d - 1))):
+        raise ValueError(f"condition a ({np.min(value_of(a))}) > 0.5 * (d-1) ({0.5 * (d - 1)}) "
                          "not met")  # fmt: skip
     terms = [special.gammaln(a - (j - 1.0) / 2) for j in range(1, int(d) + 1)]
     out = (d * (d - 1) * 0.25) * np.log(np.pi) + np.sum(np.stack(terms), axis=0)

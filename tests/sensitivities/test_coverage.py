@@ -32,7 +32,9 @@ def every_case(rules_only=False):
                 for name, value in vars(module).items():
                     if rules_only and not (name == "CASES" or name.endswith("_CASES")):
                         continue
-                    if isinstance(value, list) and value and all(isinstance(c, Case) for c in value):
+                    if isinstance(value, list) and value and all(
+                        isinstance(c, Case) for c in value
+                    ):
                         cases += value
     return cases
 
