@@ -1,4 +1,7 @@
-"""Plain NumPy code is recorded through NumPy's own protocols, with no wrapped module."""
+"""Plain NumPy code is recorded through NumPy's own protocols, with no wrapped module;
+NumPy scalars take the operators' fast path and give NumPy's own values and types."""
+
+import warnings
 
 import numpy as np
 import pytest
@@ -108,3 +111,24 @@ def test_non_differentiable_functions_give_plain_results_and_zero_gradient():
     assert len(t) == 1
     (g,) = grad(lambda x: np.sum(np.floor(x) * 0 + np.round(x)))(X)
     np.testing.assert_array_equal(g, 0.0)
+
+
+SCALARS = [np.float64(0.7), np.float32(0.7), np.complex128(0.7 - 0.2j), 0.7]
+
+
+@pytest.mark.parametrize("f", [np.add, np.subtract, np.multiply, np.true_divide])
+@pytest.mark.parametrize("a", SCALARS, ids=lambda v: type(v).__name__)
+@pytest.mark.parametrize("b", [*SCALARS, 3, np.float64(0.0)], ids=lambda v: type(v).__name__)
+def test_recorded_scalar_arithmetic_gives_numpys_value_and_type(f, a, b):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # x / 0.0
+        expected = f(a, b)
+        got = f(Leaf(Tape(), a), b).value
+    assert type(got) is type(expected)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_python_floats_divide_by_zero_as_numpy_does():
+    with np.errstate(divide="ignore"):
+        y = Leaf(Tape(), 1.0) / 0.0
+    assert np.isinf(y.value)
