@@ -1,17 +1,15 @@
-"""Gradients in several threads at once equal the sequential ones; debug modes are per
-thread; failures leave nothing behind. References are analytic derivatives."""
+"""Gradients in several threads at once equal the sequential ones; failures leave nothing
+behind. References are analytic derivatives. (That debug modes are per thread is tested in
+tests/tape/test_debugging.py, the collector's counted pause in tests/tape/test_collector.py.)"""
 
 import gc
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 import tape
-from tape import AnomalyError, debug, detect_anomaly, grad, recorded_at
-from tape.collector import gc_paused
-from tape.records import observing
+from tape import grad
 
 RNG = np.random.default_rng(11)
 
@@ -54,56 +52,6 @@ def test_concurrent_gradients_equal_the_sequential_ones():
     assert gc.isenabled()
 
 
-def test_debug_mode_belongs_to_its_thread():
-    seen = {}
-    start = threading.Barrier(2)
-
-    def debugged():
-        with debug():
-            start.wait()
-            t = tape.Tape()
-            seen["debugged"] = recorded_at(np.sin(tape.Leaf(t, 1.0)))
-
-    def plain():
-        start.wait()
-        t = tape.Tape()
-        seen["plain"] = recorded_at(np.sin(tape.Leaf(t, 1.0)))
-
-    threads = [threading.Thread(target=debugged), threading.Thread(target=plain)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert seen["debugged"] is not None and seen["debugged"][0] == __file__
-    assert seen["plain"] is None
-    assert observing.get() is None
-
-
-def test_anomaly_mode_in_one_thread_does_not_raise_in_another():
-    ready, done = threading.Event(), threading.Event()
-    errors = []
-
-    def anomalous():
-        with detect_anomaly():
-            ready.set()
-            try:
-                with np.errstate(all="ignore"):
-                    grad(lambda x: np.sum(np.sqrt(x)))(np.array([0.0, 1.0]))
-            except AnomalyError as e:
-                errors.append(e)
-            done.wait(5)
-
-    th = threading.Thread(target=anomalous)
-    th.start()
-    ready.wait(5)
-    with np.errstate(all="ignore"):
-        (g,) = grad(lambda x: np.sum(np.sqrt(x)))(np.array([0.0, 1.0]))  # no anomaly mode here
-    done.set()
-    th.join()
-    assert np.isinf(g[0]) and g[1] == 0.5
-    assert len(errors) == 1
-
-
 def test_failures_in_threads_leave_no_state():
     def bad(seed):
         if seed % 2:
@@ -115,18 +63,3 @@ def test_failures_in_threads_leave_no_state():
         results = list(pool.map(bad, range(12)))
     assert results == [pytest.approx(np.cos(0.5))] * 12
     assert gc.isenabled() and tape.collector._gc_pauses == 0
-
-
-def test_gc_pause_is_counted_and_restores_the_collector_state():
-    with gc_paused():
-        with gc_paused():
-            assert not gc.isenabled()
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        with gc_paused():
-            pass
-        assert not gc.isenabled()  # a collector the user turned off stays off
-    finally:
-        gc.enable()
