@@ -30,8 +30,6 @@ def _cube_wrong_forwards(x):
 
 
 sensitivity(_cube_wrong_forwards, 0)(lambda y, ybar, x: ybar * 3 * x**2)
-
-
 pushforward(_cube_wrong_forwards, 0)(lambda y, xdot, x: xdot * 2 * x**2)
 
 
