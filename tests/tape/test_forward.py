@@ -6,7 +6,6 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from sensitivities import registry
 from tape import Leaf, check_grad, grad, jacobian, jvp, vjp
 from tape.forward import ForwardTape
 from tape.functional import tree_flatten
@@ -44,46 +43,6 @@ def test_every_rule_gives_the_same_jacobian_in_both_modes(case, data):
     for a, b in zip(tree_flatten(fwd)[0], tree_flatten(rev)[0]):
         assert np.shape(a) == np.shape(b)
         np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-9)
-
-
-EXPLICIT = [c for c in CASES if any(registry.pushforward_of(c.registered, i) for i in range(4))]
-
-
-@pytest.mark.parametrize("case", EXPLICIT, ids=[c.id for c in EXPLICIT])
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
-@given(data=st.data())
-def test_explicit_pushforwards_equal_the_ones_derived_from_sensitivities(
-    case, data, monkeypatch_pushforwards
-):
-    args = tuple(case.draw(data))
-    assume(defined_at(case, args) and _real(args) and _real(case.call(*args)))
-    tangents = tuple(
-        np.random.default_rng(1).standard_normal((2,) + np.shape(a)) if i in case.argnums else None
-        for i, a in enumerate(args)
-    )
-    explicit = jvp(case.call, args, tangents)[1]
-    with monkeypatch_pushforwards():
-        derived = jvp(case.call, args, tangents)[1]
-    for a, b in zip(tree_flatten(explicit)[0], tree_flatten(derived)[0]):
-        tol = 100 * np.finfo(np.result_type(a)).eps  # the same sums, in another order
-        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_pushforwards():
-    """A context in which no explicit pushforward is registered: the derived ones run."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def hidden():
-        saved = dict(registry._pushforwards)
-        registry._pushforwards.clear()
-        try:
-            yield
-        finally:
-            registry._pushforwards.update(saved)
-
-    return hidden
 
 
 # -- jvp --------------------------------------------------------------------------------------

@@ -1,4 +1,8 @@
-"""Plain NumPy code is recorded through NumPy's own protocols, with no wrapped module."""
+"""Plain NumPy code is recorded through NumPy's own protocols, with no wrapped module;
+NumPy scalars take the operators' fast path and give NumPy's own values and types; a
+node passed by keyword is recorded at its positional place."""
+
+import warnings
 
 import numpy as np
 import pytest
@@ -8,6 +12,7 @@ from tape import Leaf, MissingRuleError, Tape, grad
 from tests.fd import check_grads
 
 X = np.random.default_rng(1).uniform(0.5, 1.5, (3, 4))
+A = np.random.default_rng(0).uniform(0.5, 1.5, (3, 4))
 
 
 def test_ufuncs_and_array_functions_are_recorded():
@@ -108,3 +113,56 @@ def test_non_differentiable_functions_give_plain_results_and_zero_gradient():
     assert len(t) == 1
     (g,) = grad(lambda x: np.sum(np.floor(x) * 0 + np.round(x)))(X)
     np.testing.assert_array_equal(g, 0.0)
+
+
+SCALARS = [np.float64(0.7), np.float32(0.7), np.complex128(0.7 - 0.2j), 0.7]
+
+
+@pytest.mark.parametrize("f", [np.add, np.subtract, np.multiply, np.true_divide])
+@pytest.mark.parametrize("a", SCALARS, ids=lambda v: type(v).__name__)
+@pytest.mark.parametrize("b", [*SCALARS, 3, np.float64(0.0)], ids=lambda v: type(v).__name__)
+def test_recorded_scalar_arithmetic_gives_numpys_value_and_type(f, a, b):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # x / 0.0
+        expected = f(a, b)
+        got = f(Leaf(Tape(), a), b).value
+    assert type(got) is type(expected)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_python_floats_divide_by_zero_as_numpy_does():
+    with np.errstate(divide="ignore"):
+        y = Leaf(Tape(), 1.0) / 0.0
+    assert np.isinf(y.value)
+
+
+def test_a_node_only_passed_by_keyword_enters_python_implementations():
+    x, w = np.array([1.0, 2.0, 4.0]), np.array([0.2, 0.3, 0.5])
+    check_grads(lambda x, w: np.average(x, weights=w), x, w)
+    check_grads(lambda hi: np.clip(A, 0.6, a_max=hi), 1.0)  # recorded: a_max moves to its place
+
+
+KEYWORD_NODES = {
+    "clip a_min a_max": lambda x, w: np.clip(x, a_min=w[0] * 0.5, a_max=w[2] - 1.4),
+    "clip max only": lambda x, w: np.clip(x, max=w[1] * 0.6),  # NumPy 2's spelling
+    "clip min only": lambda x, w: np.clip(x, min=w[1] * 0.6),
+    "norm x": lambda x, w: np.linalg.norm(x=x * w),
+    "dot b": lambda x, w: np.dot(x, b=w),
+    "select default": lambda x, w: np.select([x > 1], [x], default=w),
+    "cumsum a": lambda x, w: np.cumsum(a=x * w),
+    "interp left right": lambda x, w: np.interp(x * 2 - 1, [0.0, 1.0, 2.5], [1.0, 2.0, 0.5],
+                                                left=w[0], right=w[1] * w[2]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", KEYWORD_NODES)
+def test_a_node_passed_by_keyword_is_recorded_at_its_position(name):
+    x, w = np.array([0.3, 1.2, 1.9]), np.array([1.1, 1.6, 2.2])
+    check_grads(KEYWORD_NODES[name], x, w)
+
+
+def test_a_call_numpy_refuses_is_refused_with_a_node_too():
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'a_max'"):
+        np.clip(A, 0.5, max=2.0)
+    with pytest.raises(TypeError):
+        grad(lambda m: np.sum(np.clip(A, 0.5, max=m)))(2.0)

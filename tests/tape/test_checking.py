@@ -1,0 +1,78 @@
+"""check_grad: passes right rules to any order and catches wrong ones, in either mode,
+and update rules that overwrite instead of adding."""
+
+import numpy as np
+import pytest
+
+from sensitivities.registry import primitive, pushforward, sensitivity
+from tape import check_grad, stop_gradient
+
+
+@primitive
+def _cube(x):
+    return x**3
+
+
+sensitivity(_cube, 0)(lambda y, ybar, x: ybar * 3 * x**2)
+
+
+@primitive
+def _cube_wrong_backwards(x):
+    return x**3
+
+
+sensitivity(_cube_wrong_backwards, 0)(lambda y, ybar, x: ybar * 3 * x)
+
+
+@primitive
+def _cube_wrong_forwards(x):
+    return x**3
+
+
+sensitivity(_cube_wrong_forwards, 0)(lambda y, ybar, x: ybar * 3 * x**2)
+pushforward(_cube_wrong_forwards, 0)(lambda y, xdot, x: xdot * 2 * x**2)
+
+
+@primitive
+def _cube_not_differentiable(x):
+    return x**3
+
+
+# right first derivative, but the rule's x**2 is taken as a constant: wrong second one
+sensitivity(_cube_not_differentiable, 0)(lambda y, ybar, x: ybar * 3 * stop_gradient(x) ** 2)
+
+
+@primitive
+def _scaled_copy(x):
+    return x * 2.0
+
+
+sensitivity(_scaled_copy, 0)(lambda y, ybar, x: ybar * 2.0)
+
+
+@sensitivity.update(_scaled_copy, 0)
+def _(xbar, y, ybar, x):
+    xbar[...] = ybar * 2.0  # overwrites what was there instead of adding to it
+    return xbar
+
+
+def test_check_grad_passes_right_rules_to_any_order():
+    x = np.array([0.5, -1.2])
+    check_grad(lambda x: np.sum(_cube(x)), x, order=3)
+    check_grad(_cube, np.float32(0.7), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "f, order, mode",
+    [(_cube_wrong_backwards, 1, "rev"), (_cube_wrong_forwards, 1, "fwd"),
+     (_cube_not_differentiable, 2, "rev")],
+)  # fmt: skip
+def test_check_grad_catches_wrong_rules(f, order, mode):
+    x = np.array([0.5, -1.2])
+    with pytest.raises(AssertionError, match=f"the {mode} directional derivative"):
+        check_grad(f, x, order=order)
+
+
+def test_check_grad_catches_an_update_rule_that_overwrites():
+    with pytest.raises(AssertionError, match="pre-filled"):
+        check_grad(lambda x: _scaled_copy(x), np.array([1.0, 2.0]))
