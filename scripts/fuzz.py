@@ -1,6 +1,6 @@
 """Long fuzzing run: random programs checked against central differences (a quarter of
 them to second order too) and, where forward mode exists, jvp against vjp. The programs
-are those of tests/tape/test_fuzz.py.
+are those of tests/test_fuzz.py.
 
     python scripts/fuzz.py --programs 5000            # or --seconds 600
 """
@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests.tape import test_fuzz  # noqa: E402
+from tests import test_fuzz  # noqa: E402
 
 
 def main() -> int:

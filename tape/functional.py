@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -12,7 +13,6 @@ from sensitivities.registry import value_of
 
 from .collector import gc_paused
 from .duck_arrays import is_duck_array
-from .errors import format_site
 from .node import Node
 from .records import Leaf, Tape
 from .reverse import propagate, reverse_tape
@@ -21,6 +21,7 @@ from .trees import tree_flatten, tree_unflatten
 __all__ = [
     "grad",
     "value_and_grad",
+    "argnums_spec",
     "normalise_argnums",
     "check_input",
     "check_output",
@@ -52,6 +53,8 @@ def _argument_name(f: Callable, i: int) -> str:
 def check_input(f: Callable, i: int, leaf: Any) -> None:
     """A clear TypeError unless ``leaf`` of argument ``i`` of ``f`` can be differentiated."""
     value = value_of(leaf)
+    if isinstance(value, np.ndarray) and type(value) is not np.ndarray:
+        _check_subclass(f, i, value)
     dtype = getattr(value, "dtype", None)
     if dtype is None:
         if isinstance(value, (bool, int)):
@@ -70,6 +73,25 @@ def check_input(f: Callable, i: int, leaf: Any) -> None:
             f"{getattr(f, '__name__', 'f')}: it has dtype {dtype}, and gradients need "
             "floating-point inputs; pass it as floats (np.asarray(x, dtype=float)) or "
             "leave it out with argnums"
+        )
+
+
+def _check_subclass(f: Callable, i: int, value: np.ndarray) -> None:
+    # subclasses that change what NumPy's operations mean would be differentiated under
+    # ndarray's meaning and give another program's gradient: refused, with the way out
+    what = f"{_argument_name(f, i)} of {getattr(f, '__name__', 'f')}"
+    if isinstance(value, np.matrix):
+        raise TypeError(
+            f"cannot differentiate with respect to {what}: it is an np.matrix, whose * and ** "
+            "are matrix products, and tape follows ndarray semantics. Pass np.asarray(m) "
+            "and write @ for the matrix product"
+        )
+    if type(value).__module__.startswith("numpy.ma"):
+        raise TypeError(
+            f"cannot differentiate with respect to {what}: it is a masked array, whose mask "
+            "changes what sums and means count, and tape follows ndarray semantics. Pass "
+            "the data and use the mask explicitly: np.where(mask, 0.0, x), x[~mask], or "
+            "np.average(x, weights=~mask)"
         )
 
 
@@ -135,15 +157,38 @@ def zeros_like_input(x: Any) -> Any:
     return np.zeros_like(x)
 
 
+def argnums_spec(argnums: Any) -> Any:
+    """``argnums`` as ``grad`` keeps it: None, one int, or a tuple of ints, checked when
+    ``grad`` is called, so that a bool or a string is refused there and a generator is
+    read once. Integers of any integer type (``np.int64``) are accepted."""
+    if argnums is None:
+        return None
+    if isinstance(argnums, (bool, np.bool_)):
+        raise TypeError(f"argnums must be an int or a sequence of ints, got the bool {argnums}")
+    try:
+        return operator.index(argnums)
+    except TypeError:
+        pass
+    try:
+        nums = tuple(argnums)
+    except TypeError:
+        raise TypeError(
+            f"argnums must be an int or a sequence of ints, got {type(argnums).__name__}"
+        ) from None
+    for n in nums:
+        if isinstance(n, (bool, np.bool_)) or not hasattr(type(n), "__index__"):
+            raise TypeError(f"argnums must be ints, got {n!r} in {nums!r}")
+    return tuple(operator.index(n) for n in nums)
+
+
 def normalise_argnums(argnums: Any, nargs: int, fname: str) -> tuple[tuple[int, ...], bool]:
     """``argnums`` as a tuple of distinct non-negative positions, and whether it was one int."""
+    argnums = argnums_spec(argnums)
     if argnums is None:
         return tuple(range(nargs)), False
-    single = isinstance(argnums, int) and not isinstance(argnums, bool)
-    nums = (argnums,) if single else tuple(argnums)
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else argnums
     for n in nums:
-        if not isinstance(n, int) or isinstance(n, bool):
-            raise TypeError(f"argnums must be ints, got {n!r}")
         if not -nargs <= n < nargs:
             raise ValueError(
                 f"argnums {n} is out of range: {fname} was called with {nargs} positional arguments"
@@ -155,17 +200,46 @@ def normalise_argnums(argnums: Any, nargs: int, fname: str) -> tuple[tuple[int, 
 
 
 def check_output(value: Any, fname: str, who: str) -> None:
-    """A clear TypeError unless ``value``, what ``fname`` returned, is a real scalar."""
+    """A clear TypeError unless ``value``, what ``fname`` returned, is a real scalar (or
+    an array of one element, taken as that scalar, as autograd does)."""
     if type(value) is np.float64 or type(value) is float:
         return  # the common case, surely fine
+    value = value_of(value)  # under an outer derivative, a node of the outer tape
+    wrong = _not_a_scalar(value, fname, who)
+    if wrong:
+        raise TypeError(f"{who} needs {fname} to return a real scalar, but it returned {wrong}")
     shape = np.shape(value)
-    if shape != ():
+    if shape != () and np.size(value) != 1:
         raise TypeError(
             f"{who} needs {fname} to return a scalar, but it returned shape {shape}; "
             "use jacobian or vjp for non-scalar outputs, or reduce the output (np.sum)"
         )
     if np.iscomplexobj(value):
         raise TypeError(f"{who} needs {fname} to return a real scalar, got a complex one")
+
+
+def _not_a_scalar(value: Any, fname: str, who: str) -> str:
+    """What is wrong with an output that is not a number or an array, or ''."""
+    if value is None:
+        return "None: does it end without `return`?"
+    if isinstance(value, (bool, np.bool_)):
+        return (
+            f"the bool {value}: a comparison (np.allclose, x > 0) has no gradient; "
+            "return the quantity itself"
+        )
+    if isinstance(value, (tuple, list)):
+        return (
+            f"a {type(value).__name__} of {len(value)}. If it is (value, aux), pass "
+            f"has_aux=True; if {fname} is itself a gradient (grad returns a tuple, one entry "
+            "per argument), ask for one entry: grad(grad(f, argnums=0), argnums=0)"
+        )
+    if isinstance(value, (str, bytes, dict)) or inspect.isgenerator(value):
+        return f"a {type(value).__name__} ({value!r:.40})"
+    if isinstance(value, np.ndarray) and value.dtype.kind not in "biufc":
+        return f"an array of dtype {value.dtype}"
+    if not isinstance(value, (int, float, complex, np.number, np.ndarray)):
+        return "" if is_duck_array(value) else f"a {type(value).__name__}"
+    return ""
 
 
 def record_inputs(f: Callable, tape: Tape, args: tuple, nums: tuple) -> tuple[list, dict]:
@@ -232,7 +306,6 @@ def _forward_and_reverse(
             f"{who} needs at least one argument to differentiate {fname} with respect to"
         )
     tape = Tape()
-    given = args
     args, inputs = record_inputs(f, tape, args, nums)
     aux = None
     try:
@@ -243,52 +316,18 @@ def _forward_and_reverse(
         value = out.value if isinstance(out, Node) and out.tape is tape else out
         check_output(value, fname, who)
         if isinstance(out, Node) and out.tape is tape:
-            try:
-                # a Dask or CuPy output is seeded in its own library, so that no rule
-                # broadcasts a NumPy 1.0 to a data set's shape (Dask would ship it whole)
-                seed = np.ones_like(value) if is_duck_array(value) else 1.0
-                rtape = propagate(tape, reverse_tape(out, seed), free=True)
-            except Exception as error:
-                _locate(error, tape, f, given, kwargs, nums)
-                raise
-            adjoint = rtape.adjoints
+            # a Dask or CuPy output is seeded in its own library, so that no rule broadcasts
+            # a NumPy 1.0 to a data set's shape (Dask would ship it whole); so is an output
+            # of one element and some shape, taken as a scalar
+            scalar = np.shape(value) == () and not is_duck_array(value)
+            seed = 1.0 if scalar else np.ones_like(value)
+            adjoint = propagate(tape, reverse_tape(out, seed), free=True).adjoints
         else:
             adjoint = None
         grads = input_gradients(inputs, nums, adjoint)
     finally:
         tape.records.clear()  # break node <-> tape cycles so memory goes back at once
     return value, (grads[0] if single else tuple(grads)), aux
-
-
-def _locate(error: Exception, tape: Tape, f: Callable, args: tuple, kwargs: dict, nums) -> None:
-    """Add to a reverse-pass error the line of user code that recorded the failing record.
-
-    Recording call sites costs on every operation, so ``grad`` finds the line only when
-    the reverse pass fails: it records ``f`` once more under ``debug()`` and reads the site
-    of the record at the same position, if that record is the same call.
-    """
-    from .debugging import debug
-
-    pos = getattr(error, "tape_position", None)
-    if pos is None or tape.sites:
-        return
-    failing = tape.records[pos]
-    again = Tape()
-    try:
-        with debug():
-            f(*record_inputs(f, again, args, nums)[0], **kwargs)
-    except Exception:
-        return
-    finally:
-        records, again.records = again.records, []
-    if (
-        pos < len(records)
-        and getattr(records[pos], "f", None) is getattr(failing, "f", None)
-        and np.shape(records[pos].value) == np.shape(failing.value)
-        and again.sites
-        and again.sites.get(pos)
-    ):
-        error.add_note(format_site(again.sites[pos]))
 
 
 def value_and_grad(
@@ -306,6 +345,8 @@ def value_and_grad(
     >>> value_and_grad(lambda x: (x ** 2, {"input": x}), has_aux=True)(3.0)
     ((9.0, {'input': 3.0}), (6.0,))
     """
+
+    argnums = argnums_spec(argnums)
 
     @functools.wraps(f)
     def value_and_gradient(*args: Any, **kwargs: Any):
@@ -341,6 +382,8 @@ def grad(
     >>> grad(lambda w: (np.sum(w ** 2), w * 10), argnums=0, has_aux=True)(np.array([1.0, 2.0]))
     (array([2., 4.]), array([10., 20.]))
     """
+
+    argnums = argnums_spec(argnums)
 
     @functools.wraps(f)
     def gradient(*args: Any, **kwargs: Any):

@@ -23,6 +23,7 @@ from tape import (
     propagate,
     reverse_tape,
     sensitivity,
+    value_and_grad,
 )
 from tests.fd import numeric_grad
 
@@ -82,6 +83,68 @@ def test_int_input_left_out_with_argnums_is_fine():
 def test_non_scalar_output():
     with pytest.raises(TypeError, match=r"return a scalar.*shape \(2,\).*jacobian or vjp"):
         grad(lambda x: x * 2.0)(np.ones(2))
+
+
+def test_one_element_output_of_any_shape_is_a_scalar():
+    x = np.array([1.0, 2.0])
+    for f in (
+        lambda x: np.sum(x**2, keepdims=True),
+        lambda x: np.sum(x**2).reshape(1, 1),
+        lambda x: x[:1] ** 2 + x[1:] ** 2,
+    ):
+        value, (g,) = value_and_grad(f)(x)
+        np.testing.assert_allclose(np.ravel(value), [5.0])
+        np.testing.assert_allclose(g, 2 * x)  # d/dx sum(x^2), by hand
+
+
+@pytest.mark.parametrize(
+    "f, says",
+    [
+        (lambda x: None, r"returned None: does it end without `return`"),
+        (lambda x: "loss", r"returned a str"),
+        (lambda x: {"loss": x}, r"returned a dict"),
+        (lambda x: (y for y in [x]), r"returned a generator"),
+        (lambda x: np.allclose(x, x), r"returned the bool True.*return the quantity itself"),
+        (lambda x: [x, x], r"returned a list of 2.*has_aux=True"),
+        (lambda x: (x, x), r"returned a tuple of 2.*has_aux=True"),
+    ],
+)
+def test_what_f_returned_that_is_not_a_scalar(f, says):
+    with pytest.raises(TypeError, match=says):
+        grad(f)(np.ones(2))
+    _still_works()
+
+
+def test_grad_of_grad_of_a_one_argument_function_says_how():
+    with pytest.raises(TypeError, match=r"grad\(grad\(f, argnums=0\), argnums=0\)"):
+        grad(grad(lambda x: x**3))(1.0)
+    assert grad(grad(lambda x: x**3, argnums=0), argnums=0)(1.0) == 6.0  # 6 x
+
+
+def test_argnums_of_any_integer_type_and_no_bools():
+    f = lambda x, y: x * y  # noqa: E731
+    assert grad(f, argnums=np.int64(1))(2.0, 3.0) == 2.0
+    assert grad(f, argnums=(np.int32(0), 1))(2.0, 3.0) == (3.0, 2.0)
+    once = grad(f, argnums=(i for i in [1]))  # a generator is read once, when grad is called
+    assert once(2.0, 3.0) == once(2.0, 3.0) == (2.0,)
+    for bad in (True, (0, False), "0", 1.0):
+        with pytest.raises(TypeError, match="argnums"):
+            grad(f, argnums=bad)
+
+
+def test_np_matrix_input():
+    m = np.matrix([[1.0, 2.0], [3.0, 4.0]])
+    assert np.sum(m * m) == 54.0  # NumPy: a matrix product; tape would mean elementwise
+    with pytest.raises(TypeError, match=r"np\.matrix.*np\.asarray\(m\).*@"):
+        value_and_grad(lambda m: np.sum(m * m))(m)
+    _still_works()
+
+
+def test_masked_array_input():
+    x = np.ma.array([1.0, 2.0, 3.0], mask=[0, 1, 0])
+    with pytest.raises(TypeError, match=r"masked array.*np\.where"):
+        value_and_grad(np.mean)(x)
+    _still_works()
 
 
 def test_complex_output():
@@ -435,7 +498,7 @@ def test_every_row_of_the_table_names_a_test_that_exists():
             assert name in names, name
 
 
-def test_a_reverse_pass_error_in_grad_names_the_users_line_without_debug_mode():
+def test_a_reverse_pass_error_in_grad_runs_f_once_and_under_debug_names_the_line():
     import inspect
 
     from tape import primitive, sensitivity
@@ -445,15 +508,23 @@ def test_a_reverse_pass_error_in_grad_names_the_users_line_without_debug_mode():
         return x * 2
 
     sensitivity(fragile, 0)(lambda y, ybar, x: 1 // 0)
+    calls = []
 
     def loss(x):
+        calls.append(1)  # a side effect: it must happen once per call of grad
         y = np.sin(x)
         z = fragile(y)  # the line the error must point at
         return np.sum(z)
 
     with pytest.raises(ZeroDivisionError) as info:
         grad(loss)(np.ones(3))
-    line = inspect.getsourcelines(loss)[1] + 2
+    assert len(calls) == 1
     notes = "\n".join(info.value.__notes__)
-    assert "f=fragile" in notes and f"line {line}, in loss" in notes
-    assert "z = fragile(y)" in notes
+    assert "f=fragile" in notes and "tape.debug()" in notes
+    with debug(), pytest.raises(ZeroDivisionError) as info:
+        grad(loss)(np.ones(3))
+    assert len(calls) == 2
+    line = inspect.getsourcelines(loss)[1] + 3
+    notes = "\n".join(info.value.__notes__)
+    assert f"line {line}, in loss" in notes and "z = fragile(y)" in notes
+    _still_works()
