@@ -186,7 +186,7 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
                 ):
                     adjoints[pos] = xbar
                 else:
-                    accumulate(rtape, arg, xbar, f, i)
+                    accumulate(rtape, arg, xbar, f, i, np.shape(y))
             else:
                 _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape)
         else:  # a list or tuple holding nodes of this tape
@@ -207,7 +207,7 @@ def _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape) -> None:
         update_in_place(rtape, update, arg, y, ybar, vals, kwargs)
         return
     xbar = rules.rule(i, vals)(y, ybar, *vals, **kwargs)
-    accumulate(rtape, arg, xbar, rules.f, i)
+    accumulate(rtape, arg, xbar, rules.f, i, np.shape(y))
 
 
 def in_place_rule(rules: Any, i: int, vals: tuple, ybar: Any, value: Any) -> Any:
@@ -249,22 +249,31 @@ def update_in_place(rtape, update, arg, y, ybar, vals, kwargs) -> str:
     return made
 
 
-def accumulate(rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int) -> str:
+def accumulate(
+    rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int, out_shape: Any = None
+) -> str:
     """Add ``xbar``, summed back to ``arg``'s shape, into ``arg``'s slot.
 
     Only an array the reverse pass made itself is added into in place. Returns what was
     done, for a compiled replay to do the same: ``"set"`` (a first contribution, kept as
     it is), ``"add in place"`` or ``"add"`` (into a new array, which the slot then owns).
+    ``out_shape``, the shape of the record's value where known, bounds the axes that
+    unbroadcasting may sum away: no more than broadcasting against it added.
     """
     value = arg.value
     if type(xbar) is _ndarray:
         shape = value.shape if type(value) is _ndarray else np.shape(value)
         if xbar.shape != shape:
-            xbar = unbroadcast(xbar, shape, f, argnum)
+            xbar = unbroadcast(xbar, shape, f, argnum, out_shape)
     elif not (type(xbar) in _SCALARS and type(value) in _SCALARS):
+        if not _is_adjoint(xbar):
+            raise TypeError(
+                f"the sensitivity of {function_name(f)} for argument {argnum} returned "
+                f"{type(xbar).__name__} {xbar!r:.40}: a rule returns a number or an array"
+            )
         shape = np.shape(value)
         if np.shape(xbar) != shape:
-            xbar = unbroadcast(xbar, shape, f, argnum)
+            xbar = unbroadcast(xbar, shape, f, argnum, out_shape)
     pos = arg.pos
     current = rtape.adjoints[pos]
     if current is None:
@@ -279,14 +288,24 @@ def accumulate(rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int) ->
     return "add"
 
 
-def unbroadcast(xbar: Any, shape: tuple, f: Any = None, argnum: int = 0) -> Any:
+def _is_adjoint(xbar: Any) -> bool:
+    return isinstance(xbar, (int, float, complex, np.number, np.ndarray, Node)) or is_duck_array(
+        xbar
+    )
+
+
+def unbroadcast(
+    xbar: Any, shape: tuple, f: Any = None, argnum: int = 0, out_shape: Any = None
+) -> Any:
     """Sum ``xbar`` over the axes that broadcasting added or stretched, to get ``shape``.
 
-    Anything else is a rule's mistake, reported as such rather than broadcast silently.
+    Anything else is a rule's mistake, reported as such rather than broadcast silently;
+    with the record's ``out_shape``, so is an axis in front that broadcasting against the
+    output could not have added.
     """
     xshape = np.shape(xbar)
     axes = unbroadcast_axes(xshape, shape)
-    if axes is None:
+    if axes is None or (out_shape is not None and len(axes[0]) > len(out_shape) - len(shape)):
         raise _not_summable(xshape, shape, f, argnum)
     leading, stretched = axes
     if type(xbar) is _ndarray:  # one reduction over both, then the added axes dropped

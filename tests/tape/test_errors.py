@@ -528,3 +528,62 @@ def test_a_reverse_pass_error_in_grad_runs_f_once_and_under_debug_names_the_line
     notes = "\n".join(info.value.__notes__)
     assert f"line {line}, in loss" in notes and "z = fragile(y)" in notes
     _still_works()
+
+
+def test_rule_returning_an_extra_leading_axis():
+    @primitive
+    def doubled(x):
+        return x * 2.0
+
+    sensitivity(doubled, 0)(lambda y, ybar, x: np.ones((4,) + np.shape(x)))
+    # the output has the argument's shape (3,): no axis in front was broadcast away
+    with pytest.raises(ValueError, match=r"returned shape \(4, 3\).*argument's shape \(3,\)"):
+        grad(lambda x: np.sum(doubled(x)))(np.ones(3))
+    # where the output has that axis, summing it is undoing broadcasting: d/dx sum(x + z)
+    gx, gz = grad(lambda x, z: np.sum(x + z))(np.ones(3), np.ones((4, 3)))
+    np.testing.assert_array_equal(gx, [4.0, 4.0, 4.0])
+    _still_works()
+
+
+def test_rule_returning_a_string():
+    @primitive
+    def stringly(x):
+        return x * 2.0
+
+    sensitivity(stringly, 0)(lambda y, ybar, x: "3.0")
+    with pytest.raises(TypeError, match="stringly for argument 0 returned str '3.0'"):
+        grad(stringly)(1.0)
+    _still_works()
+
+
+def test_registering_a_rule_that_could_never_be_used():
+    def square(x):
+        return x**2
+
+    with pytest.raises(TypeError, match=r"square is a plain Python function.*primitive"):
+        sensitivity(square, 0)
+    with pytest.raises(TypeError, match="needs a function f, got int 42"):
+        sensitivity(42, 0)
+    with pytest.raises(TypeError, match="sin takes 1 positional argument"):
+        sensitivity(np.sin, 1)
+    with pytest.raises(TypeError, match="argnum must be a non-negative int"):
+        sensitivity(np.sin, -1)
+    _still_works()
+
+
+def test_replacing_a_rule_warns_unless_override():
+    from sensitivities.registry import RuleReplacedWarning, lookup
+
+    @primitive
+    def tripled(x):
+        return x * 3.0
+
+    sensitivity(tripled, 0)(lambda y, ybar, x: 3.0 * ybar)
+    with pytest.warns(RuleReplacedWarning, match="replacing the rule of tripled for argument 0"):
+        sensitivity(tripled, 0)(lambda y, ybar, x: 3.0 * ybar)
+    built_in = lookup(np.sin).plain[0]
+    with pytest.warns(RuleReplacedWarning, match="rule of sin"):
+        sensitivity(np.sin, 0)(built_in)  # the same rule again: still a replacement, said so
+    sensitivity(np.sin, 0, override=True)(built_in)  # no warning: said to be meant
+    assert grad(np.sin)(0.5) == (np.cos(0.5),)
+    _still_works()
