@@ -186,7 +186,7 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
                 ):
                     adjoints[pos] = xbar
                 else:
-                    accumulate(rtape, arg, xbar, f, i, np.shape(y))
+                    accumulate(rtape, arg, xbar, f, i, _rank(y, vals))
             else:
                 _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape)
         else:  # a list or tuple holding nodes of this tape
@@ -207,7 +207,7 @@ def _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape) -> None:
         update_in_place(rtape, update, arg, y, ybar, vals, kwargs)
         return
     xbar = rules.rule(i, vals)(y, ybar, *vals, **kwargs)
-    accumulate(rtape, arg, xbar, rules.f, i, np.shape(y))
+    accumulate(rtape, arg, xbar, rules.f, i, _rank(y, vals))
 
 
 def in_place_rule(rules: Any, i: int, vals: tuple, ybar: Any, value: Any) -> Any:
@@ -250,21 +250,21 @@ def update_in_place(rtape, update, arg, y, ybar, vals, kwargs) -> str:
 
 
 def accumulate(
-    rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int, out_shape: Any = None
+    rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int, rank: int | None = None
 ) -> str:
     """Add ``xbar``, summed back to ``arg``'s shape, into ``arg``'s slot.
 
     Only an array the reverse pass made itself is added into in place. Returns what was
     done, for a compiled replay to do the same: ``"set"`` (a first contribution, kept as
     it is), ``"add in place"`` or ``"add"`` (into a new array, which the slot then owns).
-    ``out_shape``, the shape of the record's value where known, bounds the axes that
-    unbroadcasting may sum away: no more than broadcasting against it added.
+    ``rank``, the most axes among the record's value and arguments where known, bounds
+    the axes in front that unbroadcasting may sum away: no more than broadcasting added.
     """
     value = arg.value
     if type(xbar) is _ndarray:
         shape = value.shape if type(value) is _ndarray else np.shape(value)
         if xbar.shape != shape:
-            xbar = unbroadcast(xbar, shape, f, argnum, out_shape)
+            xbar = unbroadcast(xbar, shape, f, argnum, rank)
     elif not (type(xbar) in _SCALARS and type(value) in _SCALARS):
         if not _is_adjoint(xbar):
             raise TypeError(
@@ -273,7 +273,7 @@ def accumulate(
             )
         shape = np.shape(value)
         if np.shape(xbar) != shape:
-            xbar = unbroadcast(xbar, shape, f, argnum, out_shape)
+            xbar = unbroadcast(xbar, shape, f, argnum, rank)
     pos = arg.pos
     current = rtape.adjoints[pos]
     if current is None:
@@ -288,6 +288,19 @@ def accumulate(
     return "add"
 
 
+def _rank(y: Any, vals: tuple) -> int:
+    """At least the most axes among a record's value and its arguments."""
+    return max(_ndim(v) for v in (y, *vals))
+
+
+def _ndim(v: Any) -> int:
+    if isinstance(v, (np.ndarray, np.generic, Node)) or is_duck_array(v):
+        return v.ndim
+    if type(v) is list or type(v) is tuple:  # a list of arrays, or one spelled as nested lists
+        return 1 + max(map(_ndim, v), default=0)
+    return 0
+
+
 def _is_adjoint(xbar: Any) -> bool:
     return isinstance(xbar, (int, float, complex, np.number, np.ndarray, Node)) or is_duck_array(
         xbar
@@ -295,17 +308,17 @@ def _is_adjoint(xbar: Any) -> bool:
 
 
 def unbroadcast(
-    xbar: Any, shape: tuple, f: Any = None, argnum: int = 0, out_shape: Any = None
+    xbar: Any, shape: tuple, f: Any = None, argnum: int = 0, rank: int | None = None
 ) -> Any:
     """Sum ``xbar`` over the axes that broadcasting added or stretched, to get ``shape``.
 
     Anything else is a rule's mistake, reported as such rather than broadcast silently;
-    with the record's ``out_shape``, so is an axis in front that broadcasting against the
-    output could not have added.
+    given the call's ``rank`` (see ``accumulate``), so is an axis in front that
+    broadcasting could not have added.
     """
     xshape = np.shape(xbar)
     axes = unbroadcast_axes(xshape, shape)
-    if axes is None or (out_shape is not None and len(axes[0]) > len(out_shape) - len(shape)):
+    if axes is None or (rank is not None and len(xshape) > rank):
         raise _not_summable(xshape, shape, f, argnum)
     leading, stretched = axes
     if type(xbar) is _ndarray:  # one reduction over both, then the added axes dropped

@@ -10,6 +10,9 @@ import tests.sensitivities as family_tests
 from sensitivities import lookup, registered_functions
 from sensitivities.registry import function_name
 
+# test_pushforwards sweeps the cases of every family: it has none of its own
+_NOT_FAMILIES = ("test_coverage", "test_pushforwards")
+
 
 def all_cases():
     """The rule cases of every family's tests: its lists named CASES or ..._CASES."""
@@ -24,7 +27,7 @@ def every_case(rules_only=False):
     cases = []
     for package in (family_tests, scipy_tests):  # the families, and tape.scipy's counterparts
         for info in pkgutil.iter_modules(package.__path__):
-            if info.name.startswith("test_") and info.name != "test_coverage":
+            if info.name.startswith("test_") and info.name not in _NOT_FAMILIES:
                 try:
                     module = importlib.import_module(f"{package.__name__}.{info.name}")
                 except pytest.skip.Exception:  # a family that needs a missing optional library
