@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import math
 import re
+import threading
+from collections import OrderedDict, namedtuple
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -44,6 +46,7 @@ from sensitivities.registry import function_name
 
 from .errors import MissingRuleError, NodeConversionError
 from .functional import (
+    argnums_spec,
     check_output,
     input_gradients,
     normalise_argnums,
@@ -63,6 +66,8 @@ from .reverse import (
 from .trees import tree_flatten, tree_unflatten
 
 __all__ = ["compile_grad", "CompiledGrad", "TapeMismatchError"]
+
+CacheInfo = namedtuple("CacheInfo", "hits misses maxsize currsize")
 
 _CHUNK = 1000  # records per generated function, at least
 
@@ -136,6 +141,7 @@ def compile_grad(
     *example_args: Any,
     argnums: int | Sequence[int] | None = None,
     on_change: str = "record",
+    cache_size: int = 32,
 ) -> CompiledGrad:
     """``grad(f, argnums)``, recorded once on ``example_args`` and replayed on later calls.
 
@@ -146,6 +152,11 @@ def compile_grad(
     ``.value_and_grad(*args)`` gives the value too. What ``f`` reads from outside its
     arguments is frozen at compile time: pass data as arguments.
 
+    One tape is kept for each of the last ``cache_size`` argument signatures (shapes,
+    dtypes, non-float values) used, the least recently used dropped first;
+    ``cache_info()`` counts hits and misses. A compiled gradient may be shared by
+    threads: replays run concurrently, recordings one at a time.
+
     >>> import numpy as np
     >>> from tape import compile_grad
     >>> g = compile_grad(lambda x: np.sum(np.sin(x) ** 2), np.zeros(2))
@@ -154,7 +165,9 @@ def compile_grad(
     """
     if on_change not in ("record", "raise"):
         raise ValueError(f'on_change must be "record" or "raise", got {on_change!r}')
-    return CompiledGrad(f, example_args, argnums, on_change)
+    if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+        raise ValueError(f"cache_size must be a positive int, got {cache_size!r}")
+    return CompiledGrad(f, example_args, argnums_spec(argnums), on_change, cache_size)
 
 
 class CompiledGrad:
@@ -168,15 +181,31 @@ class CompiledGrad:
     ((array([2., 4.]),), (5.0, (array([2., 4.]),)))
     >>> g(np.ones(3))[0], g.recordings  # new shapes: recorded again
     (array([2., 2., 2.]), 2)
+    >>> g(np.ones(2))[0], g.cache_info()  # the first shapes are still kept
+    (array([2., 2.]), CacheInfo(hits=3, misses=2, maxsize=32, currsize=2))
     """
 
-    def __init__(self, f: Callable, example_args: tuple, argnums: Any, on_change: str) -> None:
+    def __init__(
+        self, f: Callable, example_args: tuple, argnums: Any, on_change: str, cache_size: int = 32
+    ) -> None:
         self.f = f
         self.argnums = argnums
         self.on_change = on_change
         self.recordings = 0
-        self._programs: dict[Any, _Program] = {}
-        self._record(example_args, {})
+        self.cache_size = cache_size
+        self._programs: OrderedDict[Any, _Program] = OrderedDict()  # least recently used first
+        self._hits = self._misses = 0
+        self._lock = threading.Lock()  # the cache and the counts
+        self._recording = threading.Lock()  # one recording at a time
+        self._misses += 1
+        with self._recording:
+            self._record(example_args, {})
+
+    def cache_info(self) -> CacheInfo:
+        """``CacheInfo(hits, misses, maxsize, currsize)``: calls that replayed a kept tape,
+        calls that had to record one (the first included), and the cache's size."""
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, self.cache_size, len(self._programs))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._run(args, kwargs)[1]
@@ -196,46 +225,69 @@ class CompiledGrad:
             # under an outer derivative the replay must be recorded too: go eager
             return value_and_grad(self.f, self.argnums)(*args, **kwargs)
         key, leaves = _signature(args, kwargs)
-        program = self._programs.get(key)
+        with self._lock:
+            program = self._programs.get(key)
+            if program is not None:
+                self._programs.move_to_end(key)
+                self._hits += 1
+            else:
+                self._misses += 1
         if program is None:
+            reason = "the arguments' shapes, dtypes or types differ from those the tape was "
             return self._mismatch(
-                args,
-                kwargs,
-                "the arguments' shapes, dtypes or types differ "
-                "from those the tape was recorded with" + _describe(key, self),
+                args, kwargs, key, None, reason + "recorded with" + _describe(key, self)
             )
+        return self._replay(program, args, kwargs, key, leaves)
+
+    def _replay(self, program: _Program, args: tuple, kwargs: dict, key: Any, leaves: list):
         reason = program.check_constants(leaves)
         if reason:
-            return self._mismatch(args, kwargs, reason)
+            return self._mismatch(args, kwargs, key, program, reason)
         try:
             return program.run(leaves)
         except _Changed as changed:
-            return self._mismatch(args, kwargs, str(changed))
+            return self._mismatch(args, kwargs, key, program, str(changed))
         except Exception:
             # a scalar replay meets log(0) or x / 0: NumPy's semantics (inf, nan, a
             # warning, or the error) come from the eager gradient
             return value_and_grad(self.f, self.argnums)(*args, **kwargs)
 
-    def _mismatch(self, args: tuple, kwargs: dict, reason: str) -> tuple[Any, Any]:
+    def _mismatch(self, args: tuple, kwargs: dict, key: Any, stale: Any, reason: str):
+        """Record the tape again for ``args``, whose ``key`` found no program or the
+        ``stale`` one that no longer holds: unless another thread did it meanwhile."""
         if self.on_change == "raise":
             raise TapeMismatchError(
                 f"compile_grad({getattr(self.f, '__name__', 'f')}): {reason}; the tape would "
                 'have to be recorded again (compile_grad(..., on_change="record") does that)'
             )
-        return self._record(args, kwargs)
+        with self._recording:
+            with self._lock:
+                current = self._programs.get(key)
+                if current is not None and current is not stale and stale is None:
+                    self._misses -= 1  # recorded by another thread while this one waited:
+                    self._hits += 1  # this call replays, as a hit does
+            if current is not None and current is not stale:
+                program = current
+            else:
+                program = self._record(args, kwargs)
+                if program.key == key:
+                    return program.first_result
+        return self._replay(program, args, kwargs, key, _signature(args, kwargs)[1])
 
-    def _record(self, args: tuple, kwargs: dict) -> tuple[Any, Any]:
+    def _record(self, args: tuple, kwargs: dict) -> _Program:
         try:
             program = _Program.record(self.f, args, kwargs, self.argnums, data_as_leaves=True)
         except (NodeConversionError, MissingRuleError):
             # f needs a non-differentiated argument as a plain value: keep it a constant
             program = _Program.record(self.f, args, kwargs, self.argnums, data_as_leaves=False)
-        self.recordings += 1
-        if len(self._programs) >= 8:
-            self._programs.pop(next(iter(self._programs)))
-        self._programs[program.key] = program
-        self._last = program
-        return program.first_result
+        with self._lock:
+            self.recordings += 1
+            self._programs[program.key] = program
+            self._programs.move_to_end(program.key)
+            while len(self._programs) > self.cache_size:
+                self._programs.popitem(last=False)
+            self._last = program
+        return program
 
 
 def _describe(key: Any, compiled: CompiledGrad) -> str:

@@ -309,3 +309,46 @@ def test_accumulation_as_the_reverse_pass_does_it(dtype):
         a = args()
         assert_same(g(*a), grad(f)(*a), rtol=1e-5 if dtype == np.float32 else 1e-12)
     assert g.recordings == 1
+
+
+def test_shared_by_threads_over_many_shapes_records_each_shape_once():
+    import threading
+
+    g = compile_grad(lambda x: np.sum(np.sin(x) * x), np.ones(1))
+    shapes = [(n,) for n in range(1, 17)]
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(60):
+                x = rng.normal(size=shapes[rng.integers(len(shapes))])
+                (gx,) = g(x)
+                np.testing.assert_allclose(gx, np.sin(x) + x * np.cos(x), rtol=1e-12)
+        except Exception as error:  # reported below: a thread's failure must fail the test
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert g.recordings == len(shapes)  # every shape was seen (480 draws of 16)
+    info = g.cache_info()
+    assert info.misses == len(shapes) and info.hits == 8 * 60 + 1 - len(shapes)
+    assert info.currsize == len(shapes) <= info.maxsize
+
+
+def test_least_recently_used_shape_is_dropped_first():
+    g = compile_grad(lambda x: np.sum(x**2), np.ones(1), cache_size=2)
+    g(np.ones(2))  # cache: 1, 2
+    g(np.ones(1))  # 1 used again: 2 is now the least recently used
+    g(np.ones(3))  # drops 2
+    assert g.recordings == 3
+    g(np.ones(1))
+    assert g.recordings == 3  # still kept
+    np.testing.assert_array_equal(g(np.ones(2))[0], [2.0, 2.0])  # 2 x, recorded again
+    assert g.recordings == 4
+    with pytest.raises(ValueError, match="cache_size"):
+        compile_grad(lambda x: np.sum(x), np.ones(1), cache_size=0)
