@@ -21,6 +21,7 @@ import sensitivities
 from sensitivities.registry import function_name, value_of
 
 from .errors import AnomalyError, describe
+from .interrupts import uninterrupted
 from .node import Node
 from .records import observing
 
@@ -128,11 +129,14 @@ class debug:
         outer = observing.get()
         anomaly = self._anomaly or (outer is not None and outer.anomaly)
         forward = self._forward if self._anomaly else (outer.forward if outer else True)
-        self._tokens.append(observing.set((_Anomalies if anomaly else _Sites)(forward)))
+        observer = (_Anomalies if anomaly else _Sites)(forward)
+        with uninterrupted():  # a mode left on by a Ctrl-C here would outlive the block
+            self._tokens.append(observing.set(observer))
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        observing.reset(self._tokens.pop())
+        with uninterrupted():
+            observing.reset(self._tokens.pop())
 
 
 class detect_anomaly(debug):

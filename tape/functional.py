@@ -11,7 +11,7 @@ import numpy as np
 
 from sensitivities.registry import value_of
 
-from .collector import gc_paused
+from .collector import fewer_collections
 from .duck_arrays import is_duck_array
 from .node import Node
 from .records import Leaf, Tape
@@ -309,7 +309,7 @@ def _forward_and_reverse(
     args, inputs = record_inputs(f, tape, args, nums)
     aux = None
     try:
-        with gc_paused():  # the records are freed by clearing the tape, not by the collector
+        with fewer_collections():  # records are freed by clearing the tape
             out = f(*args, **kwargs)
         if has_aux:
             out, aux = split_aux(out, tape, fname, who)

@@ -9,7 +9,7 @@ import numpy as np
 from sensitivities import registry
 from sensitivities.registry import function_name
 
-from .collector import gc_paused
+from .collector import fewer_collections
 from .display import dtype_name, preview
 from .duck_arrays import is_duck_array
 from .errors import note_reverse_failure
@@ -138,7 +138,7 @@ def propagate(tape: Tape, rtape: ReverseTape, *, free: bool = False) -> ReverseT
     records = tape.records
     adjoints = rtape.adjoints
     pos = len(records)
-    with gc_paused():
+    with fewer_collections():
         try:
             for pos in range(len(records) - 1, -1, -1):
                 ybar = adjoints[pos]

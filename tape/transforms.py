@@ -16,7 +16,7 @@ import numpy as np
 from sensitivities import checkpointed
 from sensitivities.registry import value_of
 
-from .collector import gc_paused
+from .collector import fewer_collections
 from .forward import ForwardTape, push_forward
 from .functional import check_input, input_gradients, normalise_argnums, record_inputs
 from .node import Node
@@ -196,7 +196,7 @@ def _vjp(f, nums, args, kwargs):
     tape = Tape()
     args, inputs = record_inputs(f, tape, args, nums)
     try:
-        with gc_paused():  # the records are freed with the pullback, not by the collector
+        with fewer_collections():  # records are freed with the pullback
             out = f(*args, **kwargs)
     except BaseException:
         tape.records.clear()

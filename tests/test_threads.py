@@ -62,4 +62,4 @@ def test_failures_in_threads_leave_no_state():
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(bad, range(12)))
     assert results == [pytest.approx(np.cos(0.5))] * 12
-    assert gc.isenabled() and tape.collector._gc_pauses == 0
+    assert gc.isenabled() and tape.collector._passes == 0
