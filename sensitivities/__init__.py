@@ -2,8 +2,7 @@
 and the registry they are kept in. Plain NumPy only: this package never imports ``tape``.
 """
 
-from . import elementwise, fft, linalg, pushforwards, reductions, shape, special, stats  # noqa: F401
-from . import scipy as scipy  # the rules of SciPy's non-ufunc functions
+from . import elementwise, fft, linalg, pushforwards, reductions, registry, shape, stats  # noqa: F401
 from .checkpoint import checkpointed
 from .pushforwards import lift
 from .reductions import broadcast_to, expand_reduced
@@ -20,6 +19,10 @@ from .registry import (
 )
 from .shape import astype
 from .update import at
+
+# SciPy's special functions (ufuncs) and the counterparts of its other functions: imported
+# once the program imports SciPy, so that importing tape does not
+registry.defer("sensitivities.special", "sensitivities.scipy")
 
 # What the engine (tape/) uses of this package: the registry's public names, the one unwrap
 # (value_of), and the few array helpers it shares with the rules.

@@ -56,6 +56,8 @@ arrays they are SciPy's functions.
 (array([0.375, 0.25 ]),)
 """
 
+import functools
+import importlib.util
 import inspect
 import string
 
@@ -64,10 +66,19 @@ import numpy as np
 from .reductions import broadcast_to
 from .registry import implementation, nondifferentiable, preprocess, primitive, sensitivity
 
-try:
-    import scipy.linalg as _sla
-except ImportError:  # SciPy is optional: without it the counterparts are not defined
-    _sla = None
+
+class _ScipyLinalg:
+    """``scipy.linalg``, imported the first time a counterpart runs: importing the rules
+    does not import SciPy."""
+
+    def __getattr__(self, name):
+        import scipy.linalg
+
+        return getattr(scipy.linalg, name)
+
+
+# SciPy is optional: without it the counterparts are not defined
+_sla = _ScipyLinalg() if importlib.util.find_spec("scipy") is not None else None
 
 
 def _mT(a):
@@ -1295,22 +1306,29 @@ if _sla is not None:
 
     sensitivity(lu_solve, 1)(lambda y, ybar, lu_and_piv, b, *args, pre, **kwargs: pre)
 
-    SCIPY_COUNTERPARTS = {
-        getattr(_sla, name): globals()[name]
-        for name in ("solve_triangular", "cho_factor", "cho_solve", "expm", "inv", "solve", "det",
-                     "cholesky", "lu_factor", "lu_solve")
-    }  # fmt: skip
-else:
-    SCIPY_COUNTERPARTS = {}
 
-__all__ = [f.__name__ for f in SCIPY_COUNTERPARTS.values()] + ["scipy_counterpart"]
+_COUNTERPART_NAMES = ("solve_triangular", "cho_factor", "cho_solve", "expm", "inv", "solve",
+                      "det", "cholesky", "lu_factor", "lu_solve")  # fmt: skip
+__all__ = [*_COUNTERPART_NAMES, "scipy_counterparts", "scipy_counterpart"] if _sla else []
 
-# The code objects of SciPy's functions, so that a conversion error raised inside one of
-# them can name the counterpart to call instead. SciPy's batching decorator shares one
-# wrapper among many functions: its frame holds the wrapped function as ``f``.
-_COUNTERPART_BY_CODE = {
-    getattr(inspect.unwrap(f), "__code__", None): ours for f, ours in SCIPY_COUNTERPARTS.items()
-}
+
+@functools.cache
+def scipy_counterparts() -> dict:
+    """SciPy's functions, each to its counterpart here (this imports ``scipy.linalg``)."""
+    if _sla is None:
+        return {}
+    return {getattr(_sla, name): globals()[name] for name in _COUNTERPART_NAMES}
+
+
+@functools.cache
+def _counterpart_by_code() -> dict:
+    # The code objects of SciPy's functions, so that a conversion error raised inside one
+    # of them can name the counterpart to call instead. SciPy's batching decorator shares
+    # one wrapper among many functions: its frame holds the wrapped function as ``f``.
+    return {
+        getattr(inspect.unwrap(f), "__code__", None): ours
+        for f, ours in scipy_counterparts().items()
+    }
 
 
 def scipy_counterpart(frame):
@@ -1320,10 +1338,11 @@ def scipy_counterpart(frame):
     For the error a node raises when SciPy converts it to an ndarray: called from
     ``__array__`` with ``sys._getframe(1)``.
     """
+    by_code = _counterpart_by_code()
     while frame is not None:
-        ours = _COUNTERPART_BY_CODE.get(frame.f_code)
+        ours = by_code.get(frame.f_code)
         if ours is None and frame.f_code.co_name == "wrapper":
-            ours = _COUNTERPART_BY_CODE.get(getattr(frame.f_locals.get("f"), "__code__", None))
+            ours = by_code.get(getattr(frame.f_locals.get("f"), "__code__", None))
         if ours is not None:
             return f"{__name__}.{ours.__name__}"
         frame = frame.f_back

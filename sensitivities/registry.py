@@ -18,6 +18,7 @@ values, which is what makes them differentiable again.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import sys
 import types
@@ -43,6 +44,8 @@ __all__ = [
     "positional_form_of",
     "implementation_of",
     "registered_functions",
+    "defer",
+    "load_deferred",
     "function_name",
     "qualified_name",
 ]
@@ -195,8 +198,32 @@ def implementation_of(f: Any) -> Callable | None:
 
 
 def registered_functions() -> list:
-    """Every function with a sensitivity, a non-differentiable mark or an implementation."""
+    """Every function with a sensitivity, a non-differentiable mark or an implementation
+    (SciPy's among them once SciPy is imported)."""
+    load_deferred()
     return list(_registry) + [f for f in _implementations if f not in _registry]
+
+
+def defer(*modules: str) -> None:
+    """Name rule families that register rules for SciPy's functions: they are imported
+    by ``load_deferred`` once SciPy is, so that importing the rules does not import SciPy
+    (a node can only meet SciPy's functions after the program imported SciPy)."""
+    _deferred.extend(modules)
+
+
+def load_deferred() -> bool:
+    """Import the deferred families if SciPy is imported; True if any was imported now.
+    The engine calls it when a function met by a node has no rules."""
+    if not _deferred or "scipy" not in sys.modules:
+        return False
+    modules = list(_deferred)
+    del _deferred[:]
+    for module in modules:
+        importlib.import_module(module)
+    return True
+
+
+_deferred: list[str] = []
 
 
 def _register(kind: str, f: Any, argnum: int, types: tuple, override: bool) -> Callable:

@@ -177,6 +177,8 @@ def _unrecorded(f: Any, tape: Any, rules: Any, args: tuple, kwargs: dict | None)
     if kwargs and kwargs.get("out") is not None and (rules is None or not rules.nondiff):
         raise TypeError(out_keyword(f))
     if rules is None:
+        if registry.load_deferred():  # SciPy's rules, registered on the first miss
+            return apply(f, args, kwargs)
         return enter(f, tape, args, kwargs or {})
     if rules.nondiff:
         for keyword, position in rules.guarded:

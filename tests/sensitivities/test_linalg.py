@@ -820,8 +820,8 @@ if sla is not None:
         want_lu, want_piv = sla.lu_factor(a[::-1])
         np.testing.assert_allclose(lu, want_lu)
         np.testing.assert_array_equal(piv, want_piv)
-        assert set(linalg.SCIPY_COUNTERPARTS) == {
-            getattr(sla, f.__name__) for f in linalg.SCIPY_COUNTERPARTS.values()
+        assert set(linalg.scipy_counterparts()) == {
+            getattr(sla, f.__name__) for f in linalg.scipy_counterparts().values()
         }
 
     def test_scipy_counterparts_on_nodes_unpack_like_scipy():

@@ -158,3 +158,20 @@ def test_registration_checks_its_arguments():
         sensitivity(np.sin, -1)
     with pytest.raises(TypeError, match="types"):
         sensitivity(np.sin, 0, "ndarray")
+
+
+def test_importing_tape_does_not_import_scipy_and_its_rules_come_when_it_is():
+    import subprocess
+    import sys
+
+    pytest.importorskip("scipy")
+    script = (
+        "import sys, numpy as np, tape\n"
+        "assert 'scipy' not in sys.modules, 'import tape imported SciPy'\n"
+        "import scipy.special as sp\n"
+        "(g,) = tape.grad(lambda x: np.sum(sp.gammaln(x)))(np.array([1.5, 2.5]))\n"
+        "np.testing.assert_allclose(g, sp.digamma([1.5, 2.5]))\n"  # d/dx log Gamma = psi
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stderr
