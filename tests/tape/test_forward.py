@@ -163,3 +163,19 @@ def test_forward_over_reverse_and_reverse_over_forward_agree():
     fwd_over_rev = jvp(lambda x: grad(f)(x)[0], (x,), (v,))[1]
     rev_over_fwd = grad(lambda x: jvp(f, (x,), (v,))[1])(x)[0]
     np.testing.assert_allclose(fwd_over_rev, rev_over_fwd, rtol=1e-12)
+
+
+def test_a_forward_tape_is_freed_without_the_collector():
+    import gc
+    import weakref
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        t = ForwardTape(directions=2)
+        alive = weakref.ref(t)
+        del t  # a tape holds no reference to itself: its count drops to zero here
+        assert alive() is None
+    finally:
+        if enabled:
+            gc.enable()
