@@ -88,7 +88,8 @@ class AnomalyError(FloatingPointError):
 
 
 TO_ARRAY = (
-    "a Node cannot be turned into an ndarray: its value would be cut off the tape "
+    "a Node cannot be turned into an ndarray or a NumPy number (np.asarray(node), "
+    "np.float64(node)): its value would be cut off the tape "
     "and its gradient silently lost. Build arrays from nodes with np.stack, "
     "np.concatenate or np.where; instead of a[i] = node write a = tape.at(a)[i]"
     ".set(node); use node.value for a constant copy; or register a "

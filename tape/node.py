@@ -114,6 +114,18 @@ class Node(Record):
     def __bool__(self) -> bool:
         return plain(bool, (self,))
 
+    # -- printing: the value, as NumPy shows it (repr shows the record) -------------------
+
+    def __str__(self) -> str:
+        return str(registry.value_of(self))
+
+    def __format__(self, spec: str) -> str:
+        return format(registry.value_of(self), spec)
+
+    def __round__(self, ndigits: int | None = None) -> Any:
+        # rounding is piecewise constant: a plain result, as a comparison is
+        return plain(round, (self,)) if ndigits is None else plain(round, (self, ndigits))
+
     # -- arithmetic, each recorded as the NumPy ufunc it means ----------------------------
 
     def __add__(self, other: Any) -> Any:
@@ -333,4 +345,8 @@ class Node(Record):
             "node instead (x[()] or x[i]), or take node.value for a constant"
         )
 
-    tolist = item
+    def tolist(self) -> Any:
+        raise NodeConversionError(
+            "node.tolist() would return plain Python numbers and lose the gradient; iterate "
+            "over the node (list(x), x[i]) to keep it, or take node.value.tolist() for constants"
+        )

@@ -587,3 +587,11 @@ def test_replacing_a_rule_warns_unless_override():
     sensitivity(np.sin, 0, override=True)(built_in)  # no warning: said to be meant
     assert grad(np.sin)(0.5) == (np.cos(0.5),)
     _still_works()
+
+
+def test_numpy_scalar_and_tolist_of_a_node():
+    with pytest.raises(NodeConversionError, match=r"np\.float64\(node\)"):
+        grad(lambda x: np.float64(x) * x)(1.0)
+    with pytest.raises(NodeConversionError, match=r"node\.tolist\(\)"):
+        grad(lambda x: np.sum(np.array(x.tolist())))(np.ones(2))
+    _still_works()

@@ -179,3 +179,24 @@ def test_real_and_imag_attributes_are_recorded():
     (g,) = grad(lambda z: np.sum(z.real**2 + 3 * z.imag))(z)
     np.testing.assert_allclose(g, 2 * z.real - 3j)
     check_grads(lambda x: (x * (1 + 1j)).imag * x, A)
+
+
+def test_printing_a_node_shows_its_value_as_numpy_does():
+    from tape import Leaf, Tape, grad
+
+    t = Tape()
+    x, a = Leaf(t, 2.34567), Leaf(t, np.array([1.5, 2.25]))
+    plain_x, plain_a = np.float64(2.34567), np.array([1.5, 2.25])
+    assert f"{x:.3f}" == f"{plain_x:.3f}" == "2.346"
+    assert format(x) == format(plain_x) and str(x) == str(plain_x)
+    assert str(a) == str(plain_a) and f"{a}" == f"{plain_a}"
+    assert round(x) == round(plain_x) == 2 and round(x, 2) == round(plain_x, 2)
+    assert repr(x).startswith("Leaf{float64}")  # repr still shows the record
+    printed = []
+
+    def f(x):
+        printed.append(f"x = {x:.2f}")
+        return x * round(x, 1)  # the rounded factor is a constant
+
+    assert grad(f)(2.34567) == (np.round(2.34567, 1),)
+    assert printed == ["x = 2.35"]
