@@ -32,12 +32,27 @@ import math
 
 import numpy as np
 
-try:
-    from scipy import special
-except ImportError:  # SciPy is optional: without it there is nothing to register
-    special = None
-
 from .registry import nondifferentiable, primitive, sensitivity, value_of
+
+try:
+    import scipy.special
+except ImportError:  # SciPy is optional: without it there is nothing to register
+    scipy = None
+
+
+class _Ufuncs:
+    """``scipy.special``, each function as the ufunc that a node meets. With
+    ``SCIPY_ARRAY_API=1`` SciPy wraps each ufunc in a Python function that calls it on
+    the arrays' namespace (``__wrapped__``); on a node that call is the ufunc's."""
+
+    def __getattr__(self, name):
+        f = getattr(scipy.special, name)
+        inner = getattr(f, "__wrapped__", None)
+        return inner if isinstance(inner, np.ufunc) else f
+
+
+special = _Ufuncs() if scipy is not None else None
+
 
 __all__ = ["logsumexp", "softmax", "log_softmax", "polygamma", "multigammaln"]
 

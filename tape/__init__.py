@@ -15,6 +15,7 @@ from sensitivities import (
     sensitivity,
 )
 
+from . import array_api  # noqa: F401  (node.__array_namespace__)
 from .checking import check_grad
 from .compiled import CompiledGrad, TapeMismatchError, compile_grad
 from .debugging import debug, detect_anomaly, recorded_at

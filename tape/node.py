@@ -100,6 +100,22 @@ class Node(Record):
     # a primitive (sensitivities.registry.primitive) hands a call that meets a node here
     __record_call__ = staticmethod(record_primitive)
 
+    def __array_namespace__(self, api_version: str | None = None) -> Any:
+        """The array API namespace of nodes (``tape.array_api``): NumPy's, with an
+        ``asarray`` that keeps a node a node."""
+        from . import array_api
+
+        return array_api
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    def to_device(self, device: Any, /, stream: Any = None) -> Any:
+        if device != "cpu":
+            raise ValueError(f"a node lives where NumPy's arrays do, on 'cpu', not {device!r}")
+        return self
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         counterpart = scipy_caller(sys._getframe(1))
         if counterpart:
