@@ -20,7 +20,7 @@ values only; a failed integration is an error (``ConvergenceError``), never a gr
 ...     sol = integrate.solve_ivp(lambda t, y, k: -k * y, (0.0, 1.0), np.array([1.0]),
 ...                               t_eval=[1.0], args=(k,), rtol=1e-10, atol=1e-12)
 ...     return sol.y[0, -1]
->>> round(grad(y1)(0.5)[0], 8), round(-np.exp(-0.5), 8)
+>>> round(grad(y1)(0.5)[0], 8), round(float(-np.exp(-0.5)), 8)
 (-0.60653066, -0.60653066)
 """
 
