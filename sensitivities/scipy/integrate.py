@@ -13,7 +13,9 @@ Two ways, as ``tape.scipy.integrate`` offers them:
   ``y0bar = a(t0)``, ``pbar = pbar(t0)``, ``t_ibar = ybar_i . f(t_i, y_i)`` and
   ``t0bar = -a(t0) . f(t0, y0)``. Nothing of the forward steps is kept, so the memory is
   that of a few states, however many steps the solvers take; the gradient is as accurate
-  as the adjoint integration's tolerances (``adjoint_rtol``, ``adjoint_atol``).
+  as the adjoint integration's tolerances (``adjoint_rtol``, ``adjoint_atol``). Where
+  nodes of an outer tape are about (forward mode, second order), the same sweep is
+  recorded, its backward integrations replayed as RK45 steps (``_recorded_sweep``).
 - the *discrete* derivative (``rk_replay``, recorded step by step): SciPy's explicit
   Runge-Kutta steps (``RK23``, ``RK45``) replayed on the nodes, on the step sizes SciPy
   chose, with SciPy's dense output at the requested times: the exact derivative of the
@@ -68,11 +70,6 @@ def ode_solution(Y: Any, problem: OdeProblem, y0: Any, t0: Any, times: Any, para
 
 
 def _adjoint_sweep(problem, Y, ybar, y0, t0, times, params, derivatives):
-    if _higher_order(ybar, y0, t0, times, params):
-        raise NotImplementedError(
-            f"{problem.name}: the continuous adjoint gives first derivatives in reverse mode; "
-            "for higher derivatives or forward mode pass adjoint='discrete'"
-        )
     integrate = importlib.import_module("scipy.integrate")
     Y = np.asarray(Y, dtype=float)
     ybar = np.asarray(ybar, dtype=float)
@@ -131,8 +128,62 @@ def _adjoint_sweep(problem, Y, ybar, y0, t0, times, params, derivatives):
     return {"y0": a.reshape(np.shape(y0)), "t0": t0bar, "times": tbar, "params": pbars}
 
 
+def _recorded_sweep(problem, Y, ybar, y0, t0, times, params, derivatives):
+    """The adjoint sweep with nodes of an outer tape about (a derivative of a derivative,
+    forward mode, a Jacobian by reverse mode): each backward integration is SciPy's RK45
+    steps replayed on those nodes (``rk_replay``), so that the sweep is recorded there.
+    Its values agree with the plain sweep's to the adjoint tolerances."""
+    integrate = importlib.import_module("scipy.integrate")
+    if problem.transposed:
+        Y, ybar = np.transpose(Y), np.transpose(ybar)
+    n = np.shape(Y)[0]
+    wrt = [i for i, p in enumerate(params) if _differentiable(p)]
+    f = problem.f
+    tableau = (integrate.RK45.A, integrate.RK45.B, integrate.RK45.C, integrate.RK45.P)
+
+    def augmented(t, z, *p):
+        y, a = z[:n], z[n : 2 * n]
+        fy, pull = derivatives.vjp(lambda y, *q: as_vector(f(t, y, *q)), (y,) + tuple(p),
+                                   [0] + [1 + i for i in wrt])  # fmt: skip
+        grads = pull(a)
+        return np.concatenate([np.reshape(fy, (-1,))] + [-np.reshape(g, (-1,)) for g in grads])
+
+    def plain_augmented(t, z):
+        return np.asarray(value_of(augmented(t, z, *value_of(params))), dtype=float)
+
+    a = ybar[:, -1] * 0.0
+    pbar = [np.reshape(value_of(params[i]), (-1,)) * 0.0 for i in wrt]
+    tbar = [None] * np.shape(times)[0]
+    for i in range(len(tbar) - 1, -1, -1):
+        ti, yi = times[i], Y[:, i]
+        tbar[i] = np.sum(ybar[:, i] * as_vector(f(ti, yi, *params)))
+        a = a + ybar[:, i]
+        t_prev = times[i - 1] if i > 0 else t0
+        if value_of(t_prev) == value_of(ti):
+            continue
+        z = np.concatenate([yi, a] + pbar)
+        grid = integrate.solve_ivp(plain_augmented, (float(value_of(ti)), float(value_of(t_prev))),
+                                   np.asarray(value_of(z), dtype=float), method="RK45",
+                                   rtol=problem.rtol, atol=problem.atol).t  # fmt: skip
+        z = rk_replay(augmented, tableau, grid, ti, t_prev, z, tuple(params))[:, -1]
+        a, offset = z[n : 2 * n], 2 * n
+        for k, i_p in enumerate(wrt):
+            size = int(np.size(value_of(params[i_p])))
+            pbar[k] = z[offset : offset + size]
+            offset += size
+    t0bar = -np.sum(a * as_vector(f(t0, y0, *params)))
+    pbars: list = [None] * len(params)
+    for k, i_p in enumerate(wrt):
+        pbars[i_p] = np.reshape(pbar[k], np.shape(value_of(params[i_p])))
+    return {"y0": np.reshape(a, np.shape(value_of(y0))), "t0": t0bar, "times": np.stack(tbar),
+            "params": pbars}  # fmt: skip
+
+
 @preprocess(ode_solution)
 def _(y, ybar, Y, problem, y0, t0, times, params, derivatives):
+    # y, not Y: under an outer tape y is the solution as that tape's node
+    if _higher_order(y, ybar, y0, t0, times, params):
+        return _recorded_sweep(problem, y, ybar, y0, t0, times, params, derivatives)
     return _adjoint_sweep(problem, Y, ybar, y0, t0, times, params, derivatives)
 
 

@@ -15,7 +15,7 @@ from tests.strategies import arrays  # noqa: E402
 
 
 def cube_roots(a):
-    return optimize.root(lambda x, a: x**3 - a, np.ones_like(a), args=(a,), tol=1e-13).x
+    return optimize.root(lambda x, a: x**3 - a, np.ones_like(a), args=(a,), tol=1e-12).x
 
 
 CASES = [
