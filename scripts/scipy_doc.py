@@ -66,9 +66,15 @@ NOT_COVERED = [
     ("`signal.convolve2d`/`correlate2d` with `boundary` other than `'fill'` or `fillvalue` "
      "other than 0; `fftconvolve` over some axes only; `lfilter` with `zi`",
      "not yet; plain arrays still get SciPy's result"),
-    ("`integrate`, `optimize`, `sparse`",
-     "SciPy's own for now: quadrature and ODE adjoints, implicit differentiation of solutions "
-     "and sparse products are yet to come"),
+    ("`integrate.quad` and the other quadratures; `solve_ivp` with `events` or "
+     "`dense_output`", "not yet: SciPy's own on plain values (`np.trapezoid` is "
+     "differentiable)"),
+    ("`optimize.minimize` with `constraints`, or a minimiser on its `bounds`; "
+     "`least_squares`, `linprog`, `curve_fit`",
+     "the derivative needs the active constraints' multipliers; not yet"),
+    ("SciPy's own sparse operators on a node (`S @ x`, `x @ S`, `S.multiply(x)`)",
+     "SciPy converts `x` with `np.asanyarray` first; use `sparse.matmul`, `sparse.multiply`, "
+     "or a `sparse.csr_array` of node values (see Solvers and sparse matrices)"),
 ]
 
 
@@ -167,6 +173,24 @@ node with SciPy's own NumPy arrays (`Multiple namespaces`), and code paths that 
 call `np.asarray` on their inputs. Without the variable, SciPy's own functions convert
 their inputs, and the counterparts above are the way.
 """
+SOLVERS = "\n".join([
+    "## integrate, optimize, sparse",
+    "",
+    "Differentiated through the solution, not through the solver's steps (see the guide page",
+    "Solvers and sparse matrices):",
+    "",
+    "| function | how |",
+    "| --- | --- |",
+    "| `integrate.solve_ivp`, `integrate.odeint` | continuous adjoint (SciPy's integrators "
+    "backwards); `adjoint=\"discrete\"` replays `RK45`/`RK23` steps |",
+    "| `optimize.root`, `root_scalar`, `brentq`, `brenth`, `ridder`, `bisect`, `toms748`, "
+    "`fixed_point` | implicit function theorem at the root |",
+    "| `optimize.minimize` | implicit function theorem on `grad f = 0` (the Hessian) |",
+    "| `sparse.coo_array`, `csr_array`, `csc_array` (and `*_matrix`) | node values on a fixed "
+    "pattern: `SparseArray` |",
+    "| `sparse.linalg.spsolve` | rule, in `b` and in a `SparseArray`'s values |",
+    "",
+])
 
 
 def render() -> str:
@@ -176,6 +200,7 @@ def render() -> str:
     lines += function_table("signal", signal, "signal")
     lines += special_table()
     lines += [ARRAY_API]
+    lines += [SOLVERS]
     lines += ["## Not covered, and why", "", "| what | why |", "| --- | --- |"]
     lines += [f"| {what} | {why} |" for what, why in NOT_COVERED]
     return "\n".join(lines) + "\n"

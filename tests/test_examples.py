@@ -202,3 +202,40 @@ def test_scipy_regression_gradient_and_hessian():
     for i in range(len(params)):
         column = numeric_grad(lambda p, i=i: first(p)[i], (params,), 0)
         np.testing.assert_allclose(h[i], column, rtol=1e-5, atol=1e-6)
+
+
+def test_ode_fit(capsys):
+    pytest.importorskip("statsmodels")
+    pytest.importorskip("scipy")
+    example = load("ode_fit")
+    result = example.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "BFGS: 3 iterations" in out and "continuous adjoint" in out
+    t, P = example.population()
+    assert len(t) == 51 and 1.7 < P[0] < 1.8  # 1959-2009, in hundreds of millions
+    # the solver's gradient, both ways, against central differences of the closed form
+    theta = result.x
+    for adjoint in ("continuous", "discrete"):
+        g = grad(example.loss, argnums=0)(theta, t, P, adjoint)
+        expected = numeric_grad(lambda th: np.mean((example.closed_form(th, t) - P) ** 2),
+                                (theta,), 0)  # fmt: skip
+        # the solver's tolerance (rtol 1e-8) bounds the agreement
+        np.testing.assert_allclose(g, expected, rtol=1e-5, atol=1e-7)
+
+
+def test_bilevel_ridge(capsys):
+    pytest.importorskip("sklearn")
+    pytest.importorskip("scipy")
+    result, difference = load("bilevel_ridge").main(["--quick"])
+    out = capsys.readouterr().out
+    assert "hypergradient vs closed form" in out and difference < 1e-7
+    before = number(r"validation error\s+([\d.]+)", out)
+    assert result.fun < before
+
+
+def test_sparse_laplacian(capsys):
+    pytest.importorskip("scipy")
+    worst, _ = load("sparse_laplacian").main(["--quick"])
+    out = capsys.readouterr().out
+    assert "3600 unknowns, 7080 conductances" in out and "gradient of shape (7080,)" in out
+    assert worst < 1e-5

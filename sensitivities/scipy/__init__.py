@@ -7,4 +7,4 @@ SciPy's special functions are mostly ufuncs, recorded as they are; their rules l
 ``sensitivities.linalg``.
 """
 
-from . import linalg, signal  # noqa: F401  (registers their rules; stats registers none)
+from . import integrate, linalg, optimize, signal, sparse  # noqa: F401  (registers their rules; stats registers none)

@@ -10,8 +10,10 @@
 arguments, defaults and return types (listed in each module's ``__all__``); every other
 name of SciPy's module is SciPy's own, for plain values, so that code which imports
 ``tape.scipy.stats`` in place of ``scipy.stats`` keeps working. ``integrate``,
-``optimize`` and ``sparse`` forward to SciPy for now. The rules themselves are plain
-NumPy in ``sensitivities``; this package is only their public face, and needs SciPy.
+``optimize`` and ``sparse`` differentiate ODE solutions (adjoint method), solutions of
+equations and minimisers (implicit function theorem) and sparse products and solves.
+The rules themselves are plain NumPy in ``sensitivities``; this package is only their
+public face, and needs SciPy.
 """
 
 import importlib
