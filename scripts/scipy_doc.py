@@ -72,9 +72,9 @@ NOT_COVERED = [
     ("`optimize.minimize` with `constraints`, or a minimiser on its `bounds`; "
      "`least_squares`, `linprog`, `curve_fit`",
      "the derivative needs the active constraints' multipliers; not yet"),
-    ("SciPy's own sparse operators on a node (`S @ x`, `x @ S`, `S.multiply(x)`)",
-     "SciPy converts `x` with `np.asanyarray` first; use `sparse.matmul`, `sparse.multiply`, "
-     "or a `sparse.csr_array` of node values (see Solvers and sparse matrices)"),
+    ("the method `S.multiply(x)` of a SciPy sparse matrix with a node `x` (`S * x`, `S @ x`, "
+     "`x @ S` work)",
+     "it converts `x` with no way back to the node: write `S * x` or `sparse.multiply(S, x)`"),
 ]
 
 

@@ -77,3 +77,16 @@ def scipy_caller(frame: Any) -> tuple[str, str] | None:
             name = ours.rpartition(".")[2]
             found = f"scipy.linalg.{name}", f"tape.scipy.linalg.{name}"
     return found
+
+
+def sparse_operator(frame: Any) -> bool:
+    """Whether one of SciPy's sparse operators (``S @ x``, ``S * x``, ``S.dot(x)``) is
+    converting a node, from ``frame`` up. They give an operand back to Python (so that
+    the node's reflected operator runs) when ``np.asanyarray`` makes a 0-d object array
+    of it. Only the operators: the method ``S.multiply(x)`` would hand that back to the
+    user as ``NotImplemented``."""
+    outermost = None
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("scipy.sparse"):
+        outermost = frame.f_code.co_name
+        frame = frame.f_back
+    return outermost in ("__matmul__", "__rmatmul__", "__mul__", "__rmul__", "dot")

@@ -46,6 +46,8 @@ __all__ = [
     "registered_functions",
     "defer",
     "load_deferred",
+    "foreign_operands",
+    "foreign_handler",
     "function_name",
     "qualified_name",
 ]
@@ -224,6 +226,26 @@ def load_deferred() -> bool:
 
 
 _deferred: list[str] = []
+
+
+def foreign_operands(recognises: Callable[[Any], bool], handlers: dict) -> None:
+    """Register how a node meets an operand of another library that NumPy cannot take
+    (SciPy's sparse matrices): ``recognises(operand)`` tells one, and ``handlers[f](a, b)``
+    computes ``f(a, b)`` (``np.matmul``, ``np.multiply``) with it, recording what it needs.
+    The engine asks only when a node's binary operator meets an operand of a type it
+    does not know."""
+    _foreign.append((recognises, handlers))
+
+
+def foreign_handler(f: Any, operand: Any) -> Callable | None:
+    """The handler registered for ``f`` and an operand of this kind, or None."""
+    for recognises, handlers in _foreign:
+        if f in handlers and recognises(operand):
+            return handlers[f]
+    return foreign_handler(f, operand) if load_deferred() else None
+
+
+_foreign: list[tuple[Callable, dict]] = []
 
 
 def _register(kind: str, f: Any, argnum: int, types: tuple, override: bool) -> Callable:

@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from sensitivities import astype, registry
-from sensitivities.counterparts import scipy_caller
+from sensitivities.counterparts import scipy_caller, sparse_operator
+from sensitivities.registry import foreign_handler
 
 from .errors import (
     TO_ARRAY,
@@ -117,6 +118,10 @@ class Node(Record):
         return self
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if sparse_operator(sys._getframe(1)):
+            held = np.empty((), dtype=object)  # SciPy then returns NotImplemented, and
+            held[()] = self  # Python calls this node's reflected operator
+            return held
         counterpart = scipy_caller(sys._getframe(1))
         if counterpart:
             raise NodeConversionError(scipy_conversion(*counterpart))
@@ -157,9 +162,13 @@ class Node(Record):
         return apply(np.subtract, (other, self))
 
     def __mul__(self, other: Any) -> Any:
+        if type(other) not in _KNOWN and (handler := _foreign(np.multiply, other)):
+            return handler(self, other)
         return apply(np.multiply, (self, other))
 
     def __rmul__(self, other: Any) -> Any:
+        if type(other) not in _KNOWN and (handler := _foreign(np.multiply, other)):
+            return handler(other, self)
         return apply(np.multiply, (other, self))
 
     def __truediv__(self, other: Any) -> Any:
@@ -187,9 +196,13 @@ class Node(Record):
         return apply(np.power, (other, self))
 
     def __matmul__(self, other: Any) -> Any:
+        if type(other) not in _KNOWN and (handler := _foreign(np.matmul, other)):
+            return handler(self, other)
         return apply(np.matmul, (self, other))
 
     def __rmatmul__(self, other: Any) -> Any:
+        if type(other) not in _KNOWN and (handler := _foreign(np.matmul, other)):
+            return handler(other, self)  # SciPy's sparse S @ x arrives here
         return apply(np.matmul, (other, self))
 
     def __neg__(self) -> Any:
@@ -366,3 +379,14 @@ class Node(Record):
             "node.tolist() would return plain Python numbers and lose the gradient; iterate "
             "over the node (list(x), x[i]) to keep it, or take node.value.tolist() for constants"
         )
+
+
+# Operands a node's operators take as NumPy does, without asking the registry whether they
+# belong to another library (sparse matrices): the common ones, skipped cheaply.
+_KNOWN = frozenset((float, int, complex, bool, np.float64, np.float32, np.ndarray))
+
+
+def _foreign(f: Any, other: Any) -> Any:
+    """How ``f`` meets ``other`` where it belongs to a library NumPy cannot take (a
+    sparse matrix), registered with ``sensitivities.registry.foreign_operands``; else None."""
+    return None if isinstance(other, Record) else foreign_handler(f, other)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..registry import preprocess, primitive, sensitivity, value_of
+from ..registry import foreign_operands, preprocess, primitive, sensitivity, value_of
 
 __all__ = ["sparse_matmul", "sparse_solve", "pattern_matmul", "pattern_solve", "Pattern",
            "SparseArray"]  # fmt: skip
@@ -281,3 +281,30 @@ class SparseArray:
     def __repr__(self) -> str:
         return (f"<{self.format} SparseArray of shape {self.shape} with {self.nnz} "
                 f"differentiable stored values>")  # fmt: skip
+
+
+def from_scipy(S: Any, format: str) -> SparseArray:
+    """SciPy's sparse ``S`` as a ``SparseArray`` of its values, in ``format``."""
+    coo = S.tocoo()
+    return SparseArray(coo.data, Pattern(coo.row, coo.col, coo.shape), "coo").asformat(format)
+
+
+def _matmul(a: Any, b: Any) -> Any:
+    # S @ x, and x @ S as (S' x')'
+    if is_sparse(a):
+        return sparse_matmul(a, b)
+    return np.transpose(sparse_matmul(b.T, np.transpose(a)))
+
+
+def _multiply(a: Any, b: Any) -> Any:
+    # S * x: elementwise on the sparse operand's pattern for SciPy's sparse arrays, and a
+    # matrix product for its *_matrix types, as for np.matrix
+    S, x = (a, b) if is_sparse(a) else (b, a)
+    if isinstance(S, _sp().spmatrix):
+        return _matmul(a, b)
+    return from_scipy(S, S.format if S.format in ("csr", "csc") else "coo").multiply(x)
+
+
+# A node's operators meeting SciPy's sparse matrices (S @ x, x @ S, S * x): SciPy hands
+# them over to the node (see sensitivities.counterparts.sparse_operator), which asks here
+foreign_operands(is_sparse, {np.matmul: _matmul, np.multiply: _multiply})

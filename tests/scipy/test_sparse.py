@@ -12,7 +12,7 @@ from sensitivities.scipy.sparse import (  # noqa: E402
     sparse_matmul,
     sparse_solve,
 )
-from tape import grad, hessian  # noqa: E402
+from tape import grad, hessian, value_and_grad  # noqa: E402
 from tape.scipy import sparse  # noqa: E402
 from tests.fd import check_grads, numeric_grad  # noqa: E402
 from tests.sensitivities.cases import Case, rule_test  # noqa: E402
@@ -157,3 +157,31 @@ def test_errors_name_what_to_do():
             np.array([0.0, 1.0]))  # fmt: skip
     with pytest.raises(TypeError, match="dense node"):
         grad(lambda x: np.sum(sparse.csr_array(x)))(np.ones((2, 2)))
+
+
+@pytest.mark.parametrize(
+    "kind", ["csr_array", "csc_array", "coo_array", "csr_matrix", "csc_matrix"]
+)
+def test_scipys_own_operators_with_a_node(kind):
+    sp = pytest.importorskip("scipy.sparse")
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(4, 4))
+    A[A < 0.2] = 0.0
+    S = getattr(sp, kind)(A)
+    x, y = rng.normal(size=4), rng.normal(size=4)
+    # d/dx |A x|^2 = 2 A'A x, by hand; the values are SciPy's own on plain arrays
+    for f, at, expected in [
+        (lambda x: np.sum((S @ x) ** 2), x, 2 * A.T @ A @ x),
+        (lambda y: np.sum((y @ S) ** 2), y, 2 * A @ A.T @ y),
+        (lambda y: np.sum((S.T @ y) ** 2), y, 2 * A @ A.T @ y),
+    ]:
+        value, (g,) = value_and_grad(f)(at)
+        np.testing.assert_allclose(value, f(at))
+        np.testing.assert_allclose(g, expected)
+    X = rng.normal(size=(4, 4))
+    product = lambda X: (S * X).sum()  # noqa: E731
+    value, (g,) = value_and_grad(product)(X)
+    np.testing.assert_allclose(value, product(X))
+    # sparse arrays: S * X elementwise, gradient A; *_matrix types: a matrix product
+    matrix = kind.endswith("matrix")
+    np.testing.assert_allclose(g, A.T @ np.ones((4, 4)) if matrix else A)

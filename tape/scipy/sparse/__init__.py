@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from sensitivities.scipy.sparse import Pattern, SparseArray, is_sparse, sparse_matmul
+from sensitivities.scipy.sparse import Pattern, SparseArray, from_scipy, is_sparse, sparse_matmul
 
 from .._forward import forward
 
@@ -46,11 +46,6 @@ def _holds_node(x: Any) -> bool:
     if type(x) is list or type(x) is tuple:
         return any(_holds_node(a) for a in x)
     return hasattr(type(x), "__record_call__") and hasattr(x, "tape")
-
-
-def _from_scipy(S: Any, format: str) -> SparseArray:
-    coo = S.tocoo()
-    return SparseArray(coo.data, Pattern(coo.row, coo.col, coo.shape), "coo").asformat(format)
 
 
 def _make(format: str, arg1: Any, shape: Any, dtype: Any, copy: bool, scipy_type: str):
@@ -143,7 +138,7 @@ def multiply(S: Any, x: Any) -> Any:
     if not _holds_node(x):
         return S.multiply(x)
     format = S.format if S.format in ("csr", "csc") else "coo"
-    return _from_scipy(S, format).multiply(x)
+    return from_scipy(S, format).multiply(x)
 
 
 def __getattr__(name):
