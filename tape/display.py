@@ -37,3 +37,16 @@ def preview(value) -> str:
 
 def _is_node(value) -> bool:
     return hasattr(value, "tape") and hasattr(value, "pos")
+
+
+def adjoints_text(adjoints: list) -> str:
+    """A reverse tape's slots, one a line, as its ``repr`` shows them."""
+    lines = [f"Reverse tape with {len(adjoints)} elements:"]
+    for pos, adjoint in enumerate(adjoints):
+        if adjoint is None:
+            lines.append(f"  [{pos}]: unset")
+        elif isinstance(adjoint, np.ndarray) and adjoint.ndim:
+            lines.append(f"  [{pos}]: {dtype_name(adjoint)} {preview(adjoint)}")
+        else:
+            lines.append(f"  [{pos}]: {preview(adjoint)}")
+    return "\n".join(lines)

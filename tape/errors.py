@@ -269,3 +269,47 @@ def check_leaf_value(value: Any) -> None:
             f"a Leaf holds a float, a complex number, an ndarray or an array of a library "
             f"that speaks NumPy's protocols (Dask, CuPy), got {type(value).__name__}"
         )
+
+
+def rank(y: Any, vals: tuple) -> int:
+    """At least the most axes among a record's value and its arguments."""
+    return max(_ndim(v) for v in (y, *vals))
+
+
+def _ndim(v: Any) -> int:
+    if isinstance(v, (np.ndarray, np.generic)) or hasattr(type(v), "__record_call__"):
+        return v.ndim
+    if is_duck_array(v):
+        return v.ndim
+    if type(v) is list or type(v) is tuple:  # a list of arrays, or one spelled as nested lists
+        return 1 + max(map(_ndim, v), default=0)
+    return 0
+
+
+def check_adjoint(xbar: Any, f: Any, argnum: int) -> None:
+    """A TypeError naming the rule unless ``xbar``, what it returned, is a number or an
+    array (of NumPy, of another library, or a node of an outer tape)."""
+    if not (
+        isinstance(xbar, (int, float, complex, np.number, np.ndarray))
+        or hasattr(type(xbar), "__record_call__")
+        or is_duck_array(xbar)
+    ):
+        raise TypeError(
+            f"the sensitivity of {function_name(f)} for argument {argnum} returned "
+            f"{type(xbar).__name__} {xbar!r:.40}: a rule returns a number or an array"
+        )
+
+
+def not_summable(xshape: tuple, shape: tuple, f: Any, argnum: int) -> ValueError:
+    if any(n != n for n in shape + tuple(xshape)):  # nan: a size known only once computed
+        return ValueError(
+            f"an adjoint of shape {xshape} for an argument of shape {shape}: sizes that are "
+            "unknown until computed (a Dask array indexed by a boolean mask) cannot be "
+            "differentiated lazily. Keep the shape with np.where(mask, x, 0), or compute "
+            "the sizes first (x.compute_chunk_sizes())"
+        )
+    where = f"the sensitivity of {function_name(f)} for argument {argnum}" if f else "an adjoint"
+    return ValueError(
+        f"{where} returned shape {xshape}, which does not sum back to the argument's shape "
+        f"{shape}: a rule must return its argument's shape or the broadcast shape"
+    )

@@ -7,26 +7,17 @@ from typing import Any, Iterator
 import numpy as np
 
 from sensitivities import registry
-from sensitivities.registry import function_name
 
 from .collector import fewer_collections
-from .display import dtype_name, preview
+from .display import adjoints_text
 from .duck_arrays import is_duck_array
-from .errors import note_reverse_failure
+from .errors import check_adjoint, not_summable, note_reverse_failure, rank
 from .mutation import verify
 from .node import Node
 from .records import Branch, Tape, observing
 
-__all__ = [
-    "ReverseTape",
-    "reverse_tape",
-    "propagate",
-    "accumulate",
-    "update_in_place",
-    "in_place_rule",
-    "unbroadcast",
-    "unbroadcast_axes",
-]
+__all__ = ["ReverseTape", "reverse_tape", "propagate", "accumulate", "update_in_place",
+           "in_place_rule", "unbroadcast", "unbroadcast_axes"]  # fmt: skip
 
 
 class ReverseTape:
@@ -71,15 +62,7 @@ class ReverseTape:
         return (self[i] for i in range(len(self.adjoints)))
 
     def __repr__(self) -> str:
-        lines = [f"Reverse tape with {len(self.adjoints)} elements:"]
-        for pos, adjoint in enumerate(self.adjoints):
-            if adjoint is None:
-                lines.append(f"  [{pos}]: unset")
-            elif isinstance(adjoint, np.ndarray) and adjoint.ndim:
-                lines.append(f"  [{pos}]: {dtype_name(adjoint)} {preview(adjoint)}")
-            else:
-                lines.append(f"  [{pos}]: {preview(adjoint)}")
-        return "\n".join(lines)
+        return adjoints_text(self.adjoints)
 
 
 def reverse_tape(y: Node, ybar: Any = 1.0) -> ReverseTape:
@@ -186,7 +169,7 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
                 ):
                     adjoints[pos] = xbar
                 else:
-                    accumulate(rtape, arg, xbar, f, i, _rank(y, vals))
+                    accumulate(rtape, arg, xbar, f, i, rank(y, vals))
             else:
                 _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape)
         else:  # a list or tuple holding nodes of this tape
@@ -207,7 +190,7 @@ def _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape) -> None:
         update_in_place(rtape, update, arg, y, ybar, vals, kwargs)
         return
     xbar = rules.rule(i, vals)(y, ybar, *vals, **kwargs)
-    accumulate(rtape, arg, xbar, rules.f, i, _rank(y, vals))
+    accumulate(rtape, arg, xbar, rules.f, i, rank(y, vals))
 
 
 def in_place_rule(rules: Any, i: int, vals: tuple, ybar: Any, value: Any) -> Any:
@@ -266,11 +249,7 @@ def accumulate(
         if xbar.shape != shape:
             xbar = unbroadcast(xbar, shape, f, argnum, rank)
     elif not (type(xbar) in _SCALARS and type(value) in _SCALARS):
-        if not _is_adjoint(xbar):
-            raise TypeError(
-                f"the sensitivity of {function_name(f)} for argument {argnum} returned "
-                f"{type(xbar).__name__} {xbar!r:.40}: a rule returns a number or an array"
-            )
+        check_adjoint(xbar, f, argnum)
         shape = np.shape(value)
         if np.shape(xbar) != shape:
             xbar = unbroadcast(xbar, shape, f, argnum, rank)
@@ -288,25 +267,6 @@ def accumulate(
     return "add"
 
 
-def _rank(y: Any, vals: tuple) -> int:
-    """At least the most axes among a record's value and its arguments."""
-    return max(_ndim(v) for v in (y, *vals))
-
-
-def _ndim(v: Any) -> int:
-    if isinstance(v, (np.ndarray, np.generic, Node)) or is_duck_array(v):
-        return v.ndim
-    if type(v) is list or type(v) is tuple:  # a list of arrays, or one spelled as nested lists
-        return 1 + max(map(_ndim, v), default=0)
-    return 0
-
-
-def _is_adjoint(xbar: Any) -> bool:
-    return isinstance(xbar, (int, float, complex, np.number, np.ndarray, Node)) or is_duck_array(
-        xbar
-    )
-
-
 def unbroadcast(
     xbar: Any, shape: tuple, f: Any = None, argnum: int = 0, rank: int | None = None
 ) -> Any:
@@ -319,7 +279,7 @@ def unbroadcast(
     xshape = np.shape(xbar)
     axes = unbroadcast_axes(xshape, shape)
     if axes is None or (rank is not None and len(xshape) > rank):
-        raise _not_summable(xshape, shape, f, argnum)
+        raise not_summable(xshape, shape, f, argnum)
     leading, stretched = axes
     if type(xbar) is _ndarray:  # one reduction over both, then the added axes dropped
         extra = len(leading)
@@ -350,18 +310,3 @@ def unbroadcast_axes(xshape: tuple, shape: tuple) -> tuple[tuple, tuple] | None:
                 return None
             stretched.append(k)
     return tuple(range(extra)), tuple(stretched)
-
-
-def _not_summable(xshape: tuple, shape: tuple, f: Any, argnum: int) -> ValueError:
-    if any(n != n for n in shape + tuple(xshape)):  # nan: a size known only once computed
-        return ValueError(
-            f"an adjoint of shape {xshape} for an argument of shape {shape}: sizes that are "
-            "unknown until computed (a Dask array indexed by a boolean mask) cannot be "
-            "differentiated lazily. Keep the shape with np.where(mask, x, 0), or compute "
-            "the sizes first (x.compute_chunk_sizes())"
-        )
-    where = f"the sensitivity of {function_name(f)} for argument {argnum}" if f else "an adjoint"
-    return ValueError(
-        f"{where} returned shape {xshape}, which does not sum back to the argument's shape "
-        f"{shape}: a rule must return its argument's shape or the broadcast shape"
-    )
