@@ -7,7 +7,9 @@ Glossary of the engine (each term is one name in the code):
   higher level, and a call that meets nodes of several tapes is recorded on the
   *innermost* one, the one of highest level.
 - *record*, *node*: an entry of a tape, a ``Leaf`` (an input) or a ``Branch`` (the
-  result of one call). Both are ``Node``s, which behave like their ``value``.
+  result of one call). Both are ``Node``s, which behave like their ``value``; ``Node``'s
+  base, ``tape.recording.Record``, is all that recording knows of them: a ``value`` on a
+  ``tape`` at a position ``pos``, with a ``seal``.
 - *plain value*: a value with every node, of every tape, replaced by its value
   (``sensitivities.registry.value_of``). A plain result carries no gradient.
 - ``Branch.vals``: the call's arguments with this tape's nodes replaced by their values,
