@@ -2,7 +2,17 @@
 and the registry they are kept in. Plain NumPy only: this package never imports ``tape``.
 """
 
-from . import elementwise, fft, linalg, pushforwards, reductions, registry, shape, stats  # noqa: F401
+from . import (  # noqa: F401
+    elementwise,
+    fft,
+    linalg,
+    numpy_extra,
+    pushforwards,
+    reductions,
+    registry,
+    shape,
+    stats,
+)
 from .checkpoint import checkpointed
 from .pushforwards import lift
 from .reductions import broadcast_to, expand_reduced

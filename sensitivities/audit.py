@@ -70,17 +70,11 @@ UNSUPPORTED = {
         "calls a Python function element by element on object arrays: write the function "
         "with NumPy operations instead"
     ),
-    "np.geomspace": (
-        "not yet: write np.exp(np.linspace(np.log(start), np.log(stop), num)) or np.logspace, "
-        "both differentiable"
-    ),
-    "np.polydiv": (
-        "not yet: its long division trims leading coefficients by their values; "
-        "np.polymul, np.polyder, np.polyint, np.roots and np.poly are differentiable"
-    ),
     "np.kaiser": (
-        "converts beta with np.array: write np.i0(beta * np.sqrt(1 - (2 * n / (M - 1) - 1) ** 2))"
-        " / np.i0(beta), differentiable in beta"
+        "NumPy does not dispatch np.kaiser (no __array_function__), so a node never reaches an "
+        "implementation; it converts beta with np.array: write "
+        "np.i0(beta * np.sqrt(1 - (2 * n / (M - 1) - 1) ** 2)) / np.i0(beta), differentiable "
+        "in beta"
     ),
     "np.lib.stride_tricks.as_strided": (
         "arbitrary strides may make elements alias one another, which has no adjoint without "

@@ -1443,3 +1443,24 @@ def _poly(seq_of_zeros):
         if len(pos) == len(neg) and np.all(pos == neg):
             a = np.real(a)
     return a
+
+
+@implementation(np.polydiv)
+def _polydiv(u, v):
+    # NumPy's long division, each step a new remainder rather than one written in place;
+    # the leading zeros of the remainder are trimmed by their values (a constant choice)
+    u = np.atleast_1d(u) + 0.0
+    v = np.atleast_1d(v) + 0.0
+    m, n = np.shape(u)[0] - 1, np.shape(v)[0] - 1
+    scale = 1.0 / v[0]
+    r = u.astype(np.result_type(_values(u[0]), _values(v[0])))
+    q = []
+    for k in range(m - n + 1):
+        d = scale * r[k]
+        q.append(d)
+        shifted = np.concatenate([np.zeros_like(r[:k]), d * v, np.zeros_like(r[k + n + 1 :])])
+        r = r - shifted
+    q = np.stack(q) if q else np.zeros_like(r[:1])
+    while np.allclose(_values(r[0]), 0, rtol=1e-14) and np.shape(r)[-1] > 1:
+        r = r[1:]
+    return q, r

@@ -14,7 +14,9 @@ function here is either
   ``logm`` (the adjoint of a primary matrix function's Fréchet derivative at ``A`` is
   the Fréchet derivative at ``A'``, read off the corner of ``logm([[A', Ybar], [0, A']])``),
   ``solve_sylvester`` (its adjoint is another Sylvester solve), ``solve_banded`` (the
-  transposed band) and ``null_space``. Every rule is written with functions that have
+  transposed band), ``null_space`` and ``schur`` (through one packed primitive, for real,
+  distinct eigenvalues: its adjoint solves a triangular Sylvester-type system one
+  subdiagonal at a time). Every rule is written with functions that have
   rules, so these are differentiable again.
 
 The counterparts ``solve_triangular``, ``cho_factor``, ``cho_solve``, ``expm``, ``inv``,
@@ -38,8 +40,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..linalg import _mT, _real_only
-from ..registry import preprocess, primitive, sensitivity
+from ..linalg import _diagonal, _join, _mT, _real_only, _unpack
+from ..registry import _is_node, preprocess, primitive, pushforward, sensitivity, value_of
 
 try:
     import scipy.linalg as _sla
@@ -50,7 +52,7 @@ _REEXPORTED = ("solve_triangular", "cho_factor", "cho_solve", "expm", "inv", "so
                "cholesky", "lu_factor", "lu_solve")  # fmt: skip
 _OWN = ("sqrtm", "logm", "expm_frechet", "solve_sylvester", "solve_continuous_lyapunov",
         "solve_banded", "lu", "qr", "svd", "eigh", "pinv", "null_space", "block_diag",
-        "toeplitz", "circulant")  # fmt: skip
+        "toeplitz", "circulant", "schur")  # fmt: skip
 __all__ = list(_REEXPORTED + _OWN) if _sla is not None else []
 
 
@@ -343,6 +345,106 @@ if _sla is not None:
         c = np.atleast_1d(c)
         n = np.shape(c)[-1]
         return c[..., (np.arange(n)[:, None] - np.arange(n)[None, :]) % n]
+
+    # -- the real Schur form ----------------------------------------------------------------
+    #
+    # A = Z T Z' with Z orthogonal and T upper triangular (real, distinct eigenvalues). Then
+    # C = Z' dA Z = dT + W T - T W with W = Z' dZ antisymmetric: the strictly lower triangle
+    # of dT is zero, and only the strictly lower entries L of W reach the strictly lower
+    # triangle of W T - T W, so tril(L T - T L, -1) = tril(C, -1) =: M(L) is a triangular
+    # system in L (entry (i, j) meets L only on subdiagonals further out, with coefficient
+    # t_jj - t_ii), solved one subdiagonal at a time. dZ = Z W, dT = triu(C - W T + T W).
+    # The adjoint: with U = triu(Tbar), Wbar = Z' Zbar - U T' + T' U, Lbar = tril(Wbar -
+    # Wbar', -1) and G = M'^-1(Lbar) (M'(X) = tril(X T' - T' X, -1), solved the other way
+    # round), Abar = Z (U + G) Z'.
+
+    def _schur_solve(t, c, adjoint=False):
+        """The strictly lower ``x`` with ``tril(x t - t x, -1) = tril(c, -1)`` (or, with
+        ``adjoint``, ``tril(x t' - t' x, -1) = tril(c, -1)``), for upper triangular ``t``
+        with distinct diagonal entries; ``c`` may have leading batch axes."""
+        n = np.shape(t)[-1]
+        d = _diagonal(t)
+        gaps = np.expand_dims(d, -2) - np.expand_dims(d, -1)  # gaps[i, j] = t_jj - t_ii
+        below = np.tri(n, k=-1, dtype=bool)
+        inv_gaps = np.where(below, 1.0 / np.where(below, gaps, 1.0), 0.0)
+        s = _mT(t) if adjoint else t
+        x = np.zeros_like(c)
+        for k in range(1, n) if adjoint else range(n - 1, 0, -1):
+            rest = np.matmul(x, s) - np.matmul(s, x)
+            x = x + np.eye(n, k=-k) * (c - rest) * inv_gaps
+        return x
+
+    @primitive
+    def schur_packed(a):
+        """``scipy.linalg.schur(a)``'s ``T`` and ``Z`` packed as ``(2 n n,)``."""
+        t, z = _sla.schur(a)
+        return _join((t, z), ())
+
+    @sensitivity(schur_packed, 0)
+    def _(y, ybar, a):
+        _real_only("schur", a)
+        n = np.shape(a)[-1]
+        (t, z), (tbar, zbar) = _unpack(y, [(n, n), (n, n)]), _unpack(ybar, [(n, n), (n, n)])
+        u = np.triu(tbar)
+        wbar = np.matmul(_mT(z), zbar) - np.matmul(u, _mT(t)) + np.matmul(_mT(t), u)
+        g = _schur_solve(t, np.tril(wbar - _mT(wbar), -1), adjoint=True)
+        return np.matmul(z, np.matmul(u + g, _mT(z)))
+
+    @pushforward(schur_packed, 0)
+    def _(y, adot, a):
+        n = np.shape(a)[-1]
+        t, z = _unpack(y, [(n, n), (n, n)])
+        c = np.matmul(_mT(z), np.matmul(adot, z))
+        low = _schur_solve(t, np.tril(c, -1))
+        w = low - _mT(low)
+        tdot = np.triu(c - np.matmul(w, t) + np.matmul(t, w))
+        return _join((tdot, np.matmul(z, w)), np.shape(adot)[:-2])
+
+    def _schur_checked(a):
+        t, z = _unpack(schur_packed(a), [(np.shape(a)[-1],) * 2] * 2)
+        tv = np.asarray(value_of(t))
+        if np.any(np.diagonal(tv, -1) != 0):
+            raise NotImplementedError(
+                "schur is differentiable where the eigenvalues are real and distinct; this "
+                "matrix has complex eigenvalues (2x2 blocks in its real Schur form)"
+            )
+        ev = np.diagonal(tv)
+        gaps = np.abs(ev[:, None] - ev[None, :])[np.triu_indices(len(ev), 1)]
+        scale = max(1.0, float(np.max(np.abs(tv), initial=0.0)))
+        if np.any(gaps <= 64 * np.finfo(float).eps * scale):
+            raise NotImplementedError(
+                "schur is differentiable where the eigenvalues are real and distinct; this "
+                "matrix has repeated eigenvalues, where the Schur vectors are not determined"
+            )
+        return t, z
+
+    def schur(a, output="real", lwork=None, overwrite_a=False, sort=None, check_finite=True):
+        """``scipy.linalg.schur``: ``(T, Z)`` with ``a = Z T Z'``, differentiable in ``a``
+        for a real matrix with real, distinct eigenvalues (``T`` upper triangular).
+
+        The columns of ``Z`` have a sign freedom that SciPy fixes by LAPACK's choice: use
+        losses that do not depend on it. The derivative holds the order of the eigenvalues
+        along ``T``'s diagonal, which LAPACK keeps under small changes of a general matrix;
+        at a matrix already triangular SciPy returns it as it is, and a change below the
+        diagonal may reorder them: SciPy's result jumps there. On a node, ``sort`` (whose
+        ``sdim`` and reordering are not differentiated), ``output='complex'``, complex
+        eigenvalues and repeated ones raise; on plain arrays every option is SciPy's."""
+        if not _is_node(a):
+            return _sla.schur(a, output, lwork, overwrite_a, sort, check_finite)
+        if sort is not None:
+            raise NotImplementedError("schur with sort= is not differentiable here: call it "
+                                      "without sort, or on value_of(a)")  # fmt: skip
+        if output not in ("real", "r"):
+            if output not in ("complex", "c"):
+                raise ValueError("argument must be 'real', or 'complex'")
+            raise NotImplementedError("schur with output='complex' is not differentiable "
+                                      "here: use output='real' (real, distinct "
+                                      "eigenvalues)")  # fmt: skip
+        if np.iscomplexobj(a) or np.ndim(a) != 2 or np.shape(a)[0] != np.shape(a)[1]:
+            raise NotImplementedError("schur is differentiable here for real square matrices")
+        if check_finite and not np.all(np.isfinite(np.asarray(value_of(a)))):
+            raise ValueError("array must not contain infs or NaNs")
+        return _schur_checked(a)
 
 
 def _value(v):

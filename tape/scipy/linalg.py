@@ -2,10 +2,11 @@
 arguments, defaults and return types; every other name is SciPy's own, for plain values.
 
 Primitives with their own rules: ``sqrtm logm solve_sylvester solve_banded null_space
-solve_triangular cho_factor cho_solve expm inv solve det cholesky lu_factor lu_solve``;
+schur solve_triangular cho_factor cho_solve expm inv solve det cholesky lu_factor lu_solve``;
 compositions of those and of NumPy's rules: ``expm_frechet solve_continuous_lyapunov lu
-qr svd eigh pinv block_diag toeplitz circulant``. Not covered: ``schur`` and the other
-eigenvalue problems of general matrices (``eig``), ``polar``, ``funm``.
+qr svd eigh pinv block_diag toeplitz circulant``. ``schur`` is differentiable for real,
+distinct eigenvalues (a triangular ``T``). Not covered: the other eigenvalue problems of
+general matrices (``eig``), ``polar``, ``funm``.
 
 >>> import numpy as np
 >>> from tape.scipy import linalg
@@ -33,6 +34,7 @@ from sensitivities.scipy.linalg import (
     null_space,
     pinv,
     qr,
+    schur,
     solve,
     solve_banded,
     solve_continuous_lyapunov,
@@ -49,7 +51,7 @@ __all__ = [
     "sqrtm", "logm", "expm", "expm_frechet", "solve_sylvester", "solve_continuous_lyapunov",
     "solve_banded", "solve_triangular", "solve", "cho_factor", "cho_solve", "lu_factor",
     "lu_solve", "cholesky", "lu", "qr", "svd", "eigh", "det", "inv", "pinv", "null_space",
-    "block_diag", "toeplitz", "circulant",
+    "schur", "block_diag", "toeplitz", "circulant",
 ]  # fmt: skip
 
 __getattr__ = forward("scipy.linalg")

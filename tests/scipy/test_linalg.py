@@ -49,12 +49,32 @@ def projector(basis):
     return basis @ basis.T  # does not depend on the basis chosen
 
 
+def rotated(m):
+    """``q m q'`` for a fixed orthogonal ``q``: a matrix that is not already triangular (at
+    a triangular one LAPACK returns it as is, while a perturbation may reorder the
+    eigenvalues: SciPy's Schur form jumps there)."""
+    q = np.linalg.qr(np.random.default_rng(len(m)).standard_normal(np.shape(m)))[0]
+    return q @ m @ q.T
+
+
+def schur_draw(data):
+    n = data.draw(SIZES)  # real eigenvalues, well apart: a triangular Schur form
+    return (rotated(np.diag(np.arange(n) * 1.5 - 1.0) + data.draw(arrays((n, n), -0.3, 0.3))),)
+
+
+def schur_invariant(a):
+    t, z = linalg.schur(a)  # Z diag(k) Z' and T: free of the signs of Z's columns
+    weights = np.arange(1.0, np.shape(a)[0] + 1)
+    return projector(z * weights) + np.triu(t) ** 2
+
+
 CASES = [
     Case(rules.sqrtm, lambda d: (near_identity(d),)),
     Case(rules.logm, lambda d: (near_identity(d, 2),)),  # SciPy's logm is slow: small
     Case(rules.solve_sylvester, sylvester_draw, argnums=(0, 1, 2)),
     Case(rules.solve_banded, banded_draw, argnums=(1, 2)),
     Case(rules.null_space, null_space_draw, lambda a: projector(linalg.null_space(a))),
+    Case(rules.schur_packed, schur_draw, schur_invariant),
 ]
 
 test_rules_match_finite_differences = rule_test(CASES, max_examples=5)
@@ -207,7 +227,7 @@ def test_reexported_counterparts_are_the_rules_ones():
                  "cholesky", "lu_factor", "lu_solve"):  # fmt: skip
         assert getattr(linalg, name) is getattr(numpy_linalg, name)
     assert set(linalg.__all__) <= set(dir(sla))
-    assert linalg.schur is sla.schur  # not covered: SciPy's own
+    assert linalg.qz is sla.qz  # not covered: SciPy's own
 
 
 def test_scipys_own_names_the_counterpart():
@@ -215,3 +235,92 @@ def test_scipys_own_names_the_counterpart():
         grad(lambda a: np.sum(sla.sqrtm(a)))(np.eye(2))
     with pytest.raises(TypeError, match=r"counterpart tape.scipy.linalg.solve_triangular"):
         grad(lambda a: np.sum(sla.solve_triangular(a, np.ones(2))))(np.eye(2))
+
+
+# -- schur: real, distinct eigenvalues ------------------------------------------------------
+
+
+def real_spectrum(rng, n=4, spread=0.3):
+    """A matrix with real, well separated eigenvalues (an upper triangular Schur form)."""
+    return rotated(np.diag(np.arange(n) * 1.5 - 1.0) + spread * rng.standard_normal((n, n)))
+
+
+def schur_losses(rng, n):
+    w, c = rng.standard_normal((n, n)), np.sign(rng.standard_normal(n))
+
+    def upper(a):  # T's upper triangle
+        t, _ = linalg.schur(a)
+        return np.sum(np.triu(t) ** 2 * w)
+
+    def gauge(a):  # the sign of each column of Z cancels
+        t, z = linalg.schur(a)
+        zc = z * c
+        return zc @ (t * w) @ zc.T
+
+    def squares(a):
+        t, z = linalg.schur(a)
+        return np.diagonal(t), z**2
+
+    return [upper, gauge, squares]
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_schur_values_and_gradients(n):
+    rng = np.random.default_rng(10 + n)
+    a = real_spectrum(rng, n)
+    t, z = linalg.schur(a)
+    tt, zz = sla.schur(a)
+    np.testing.assert_allclose(t, tt, atol=1e-12)
+    np.testing.assert_allclose(z, zz, atol=1e-12)
+    for f in schur_losses(rng, n):
+        check_grad(f, a, rtol=1e-5, atol=1e-7)
+
+
+def test_schur_matches_central_differences_by_hand():
+    rng = np.random.default_rng(20)
+    a = real_spectrum(rng)
+    f = schur_losses(rng, 4)[1]
+    loss = lambda a: np.sum(f(a) * np.arange(16.0).reshape(4, 4))  # noqa: E731
+    g = grad(loss)(a)[0]
+    h, fd = 1e-6, np.zeros_like(a)
+    for idx in np.ndindex(a.shape):
+        e = np.zeros_like(a)
+        e[idx] = h
+        fd[idx] = (loss(a + e) - loss(a - e)) / (2 * h)
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)
+
+
+def test_schur_second_order():
+    rng = np.random.default_rng(30)
+    a = real_spectrum(rng, 3)
+    for f in schur_losses(rng, 3):
+        check_grad(f, a, order=2, rtol=1e-4, atol=1e-6)
+    loss = schur_losses(rng, 3)[0]
+    from tape import hessian
+
+    hess = np.reshape(hessian(loss)(a), (9, 9))
+    np.testing.assert_allclose(hess, hess.T, rtol=1e-6, atol=1e-8)
+
+
+def test_schur_plain_options_are_scipys():
+    a = real_spectrum(np.random.default_rng(40))
+    for kwargs in ({"output": "complex"}, {"sort": "lhp"}):
+        for g, w in zip(linalg.schur(a, **kwargs), sla.schur(a, **kwargs)):
+            np.testing.assert_allclose(g, w)
+
+
+def test_schur_refuses_what_it_cannot_differentiate():
+    rng = np.random.default_rng(50)
+    a = real_spectrum(rng)
+    rotation = np.array([[0.0, -1.0, 0.2], [1.0, 0.0, 0.1], [0.0, 0.0, 3.0]])
+    cases = [
+        (lambda a: linalg.schur(a, sort="lhp")[0], a, "sort="),
+        (lambda a: linalg.schur(a, output="complex")[0], a, "output='complex'"),
+        (lambda a: linalg.schur(a)[0], rotation, "real and distinct.*complex eigenvalues"),
+        (lambda a: linalg.schur(a)[0], np.eye(3), "real and distinct.*repeated"),
+    ]
+    for f, x, message in cases:
+        with pytest.raises(NotImplementedError, match=message):
+            grad(lambda x, f=f: np.sum(f(x)))(x)
+    with pytest.raises(ValueError, match="argument must be"):
+        grad(lambda x: np.sum(linalg.schur(x, output="x")[0]))(a)

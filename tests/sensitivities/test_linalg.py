@@ -533,6 +533,9 @@ IMPLEMENTED += [
     Case(np.poly, lambda d: (one_matrix(general_matrix(d)),),
          fn=lambda a: weighted(np.poly(a)),
          name="poly-of-a-matrix", rtol=1e-4, atol=1e-5),
+    Case(np.polydiv, lambda d: (coefficients(d, d.draw(st.integers(1, 5))),
+                                coefficients(d, d.draw(st.integers(1, 3)))),
+         fn=lambda u, v: weighted(np.concatenate(np.polydiv(u, v))), argnums=(0, 1)),
 ]  # fmt: skip
 EIG_CASES = [
     Case(linalg.eig_packed, lambda d: (general_matrix(d),), fn=eig_loss, rtol=1e-4, atol=1e-5),
@@ -956,3 +959,18 @@ if sla is not None:
     @pytest.mark.parametrize("name, f, args", SCIPY_BATCHED, ids=[c[0] for c in SCIPY_BATCHED])
     def test_scipy_counterparts_over_batches(name, f, args):
         check_grads(f, *args, argnums=tuple(range(len(args))))
+
+
+@pytest.mark.parametrize("u, v", [([3.0, 5.0, 2.0], [2.0, 1.0]), ([1.0, 2.0], [1.0, 0.5, 3.0]),
+                                  ([2.0, 1.0, 1.0], [1.0, 0.5]), (4.0, [2.0]),
+                                  ([1.0, 2j, 3.0], [1j, 1.0])])  # fmt: skip
+def test_polydiv_values_are_numpys(u, v):
+    from tape import Leaf, Tape
+
+    want = np.polydiv(u, v)
+    got = np.polydiv(Leaf(Tape(), np.asarray(u)), v)
+    assert len(got) == 2
+    for g, w in zip(got, want):
+        g = getattr(g, "value", g)  # a quotient of zeros is a constant
+        assert g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)

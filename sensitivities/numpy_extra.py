@@ -1,0 +1,46 @@
+"""Implementations of NumPy functions whose family is array creation (``shape``), kept in
+a module of their own: ``geomspace``, through ``linspace`` of the logarithms, as NumPy
+computes it, with NumPy's handling of negative and complex endpoints.
+
+>>> import numpy as np
+>>> from tape import grad
+>>> round(grad(lambda a: np.sum(np.geomspace(a, 8.0, 4)))(1.0)[0], 6)  # 1, 2, 4, 8
+3.666667
+"""
+
+import operator
+
+import numpy as np
+
+from .registry import _is_node, implementation, value_of
+
+
+def _as(x, dtype):
+    return x.astype(dtype) if _is_node(x) else np.asarray(x, dtype=dtype)
+
+
+@implementation(np.geomspace)
+def _geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
+    # NumPy's steps: rotate start to the positive real axis (a sign, held constant: the
+    # result is start^(1 - s) stop^s on one branch), space the base-10 logarithms evenly,
+    # put start and stop back exactly at the ends, rotate back
+    num = operator.index(num)
+    start_v, stop_v = np.asanyarray(value_of(start)), np.asanyarray(value_of(stop))
+    if np.any(start_v == 0) or np.any(stop_v == 0):
+        raise ValueError("Geometric sequence cannot include zero")
+    dt = np.result_type(start_v, stop_v, float(num), np.zeros((), dtype))
+    dtype = dt if dtype is None else np.dtype(dtype)
+    sign = np.sign(start_v.astype(dt))
+    start, stop = _as(start, dt) / sign, _as(stop, dt) / sign
+    y = np.linspace(np.log10(start), np.log10(stop), num, endpoint=endpoint)
+    result = np.power(10.0, y)
+    if num > 0:
+        ends = np.shape(result)[1:]
+        parts = [np.expand_dims(np.broadcast_to(start, ends), 0), result[1:]]
+        if num > 1 and endpoint:
+            parts = [parts[0], result[1:-1], np.expand_dims(np.broadcast_to(stop, ends), 0)]
+        result = np.concatenate(parts)
+    result = result * sign
+    if axis != 0:
+        result = np.moveaxis(result, 0, axis)
+    return result.astype(dtype)
