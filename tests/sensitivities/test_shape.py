@@ -618,8 +618,13 @@ def windows_draw(data):
         window = tuple(data.draw(st.integers(1, n)) for n in x.shape)
     else:  # some axes, possibly one twice (windows of windows)
         axis = tuple(data.draw(st.lists(st.integers(-x.ndim, x.ndim - 1), min_size=1, max_size=2)))
-        window = (1,) * len(axis)
-        window = tuple(data.draw(st.integers(1, 2)) for _ in axis)
+        left = dict(enumerate(x.shape))  # what each axis has left after windows along it
+        window = []
+        for a in axis:
+            n = data.draw(st.integers(1, min(2, left[a % x.ndim])))
+            left[a % x.ndim] -= n - 1
+            window.append(n)
+        window = tuple(window)
     return x, window, axis
 
 
