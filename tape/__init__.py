@@ -24,6 +24,7 @@ from .node import Node
 from .records import Branch, Leaf, Tape
 from .reverse import ReverseTape, propagate, reverse_tape
 from .transforms import checkpoint, hessian, hvp, jacobian, jvp, stop_gradient, vjp
+from .trees import ravel, tree_flatten, tree_map, tree_unflatten
 
 __version__ = "0.1.0"
 
@@ -61,4 +62,8 @@ __all__ = [
     "checkpoint",
     "stop_gradient",
     "check_grad",
+    "tree_map",
+    "tree_flatten",
+    "tree_unflatten",
+    "ravel",
 ]
