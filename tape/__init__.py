@@ -25,6 +25,8 @@ from .records import Branch, Leaf, Tape
 from .reverse import ReverseTape, propagate, reverse_tape
 from .transforms import checkpoint, hessian, hvp, jacobian, jvp, stop_gradient, vjp
 from .trees import ravel, tree_flatten, tree_map, tree_unflatten
+from .pushforward import pushforward
+from .vmap import vmap
 
 __version__ = "0.1.0"
 
@@ -66,4 +68,6 @@ __all__ = [
     "tree_flatten",
     "tree_unflatten",
     "ravel",
+    "pushforward",
+    "vmap",
 ]
