@@ -26,7 +26,7 @@ from .reverse import ReverseTape, propagate, reverse_tape
 from .transforms import checkpoint, hessian, hvp, jacobian, jvp, stop_gradient, vjp
 from .trees import ravel, tree_flatten, tree_map, tree_unflatten
 from .pushforward import pushforward
-from .vmap import vmap
+from .batching import vmap
 
 __version__ = "0.1.0"
 
