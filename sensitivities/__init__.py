@@ -4,6 +4,7 @@ and the registry they are kept in. Plain NumPy only: this package never imports 
 
 from . import elementwise, fft, linalg, pushforwards, reductions, shape, special, stats  # noqa: F401
 from . import scipy as scipy  # the rules of SciPy's non-ufunc functions
+from .batching import batching_rule_of
 from .checkpoint import checkpointed
 from .pushforwards import lift
 from .reductions import broadcast_to, expand_reduced
@@ -39,4 +40,5 @@ __all__ = [
     "lift",
     "at",
     "checkpointed",
+    "batching_rule_of",
 ]

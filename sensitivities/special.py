@@ -94,9 +94,13 @@ def _logsumexp(a, axis, b, keepdims):
 _logsumexp.__name__ = _logsumexp.__qualname__ = "logsumexp"
 
 
+@primitive
 def _logsumexp_sign(a, axis, b, keepdims):
     a, b = value_of(a), value_of(b)  # the sign carries no gradient
     return special.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=True)[1]
+
+
+nondifferentiable(_logsumexp_sign)  # a primitive, so that vmap can batch it
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):

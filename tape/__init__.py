@@ -15,18 +15,18 @@ from sensitivities import (
     sensitivity,
 )
 
+from .batching import vmap
 from .checking import check_grad
 from .compiled import CompiledGrad, TapeMismatchError, compile_grad
 from .debugging import debug, detect_anomaly, recorded_at
 from .errors import AnomalyError, MissingRuleError, MutationError, NodeConversionError
 from .functional import grad, value_and_grad
 from .node import Node
+from .pushforward import pushforward
 from .records import Branch, Leaf, Tape
 from .reverse import ReverseTape, propagate, reverse_tape
 from .transforms import checkpoint, hessian, hvp, jacobian, jvp, stop_gradient, vjp
 from .trees import ravel, tree_flatten, tree_map, tree_unflatten
-from .pushforward import pushforward
-from .batching import vmap
 
 __version__ = "0.1.0"
 

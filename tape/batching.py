@@ -37,13 +37,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from sensitivities import batching_rule_of as _plain_batching_rule_of
 from sensitivities import primitive, sensitivity
 from sensitivities.registry import function_name, value_of
 
 from .forward import ForwardTape
 from .node import Node
 from .records import Branch, Tape, observing
-from .trees import tree_flatten, tree_leaves_like, tree_unflatten
+from .trees import tree_flatten, tree_unflatten
 
 __all__ = ["vmap", "Batched", "BatchedControlFlowError", "VmapFallbackWarning"]
 
@@ -147,7 +148,10 @@ class Batched:
         return (self[i] for i in range(len(self)))
 
     def __repr__(self) -> str:
-        return f"Batched(level={self.level}, batch={self.batch_size}, shape={self.shape}, data={self.data!r})"
+        return (
+            f"Batched(level={self.level}, batch={self.batch_size}, shape={self.shape}, "
+            f"data={self.data!r})"
+        )
 
     # -- no single value ----------------------------------------------------------------
 
@@ -159,7 +163,18 @@ class Batched:
         )
 
     def __bool__(self) -> bool:
-        self._no_single_value("bool()")
+        # one answer where every example gives the same one (each example's program takes
+        # that branch, so the batch may too); where they disagree, there is none
+        if self.size != 1:
+            raise ValueError(
+                "The truth value of an array with more than one element is ambiguous. "
+                "Use a.any() or a.all()"
+            )
+        if bool(np.all(self.data)):
+            return True
+        if not bool(np.any(self.data)):
+            return False
+        self._no_single_value("bool() (with examples that disagree)")
 
     def __float__(self) -> float:
         self._no_single_value("float()")
@@ -191,9 +206,16 @@ class Batched:
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if _holds_node(inputs) or _holds_node(tuple(kwargs.values())):
             return NotImplemented  # a node records the call; its value may be batched
-        if kwargs.get("out") is not None:
-            raise TypeError(f"vmap: {ufunc.__name__}(..., out=) writes in place; build a new array")
-        kwargs.pop("out", None)
+        out = kwargs.pop("out", None)
+        if out is not None:  # into a batched array (a rule's fresh accumulator): in place
+            target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+            if not isinstance(target, Batched) or method != "__call__":
+                raise TypeError(
+                    f"vmap: {ufunc.__name__}(..., out=) of batched values into "
+                    f"{type(target).__name__}; build a new array instead"
+                )
+            target[...] = getattr(ufunc, method)(*inputs, **kwargs)
+            return target
         level = _top_level(inputs + tuple(kwargs.values()))
         if method == "__call__":
             if ufunc.signature is not None:  # a generalised ufunc (matmul, vecdot)
@@ -205,7 +227,7 @@ class Batched:
         if method == "at":  # in place, example by example (np.add.at into a fresh array)
             target, *rest = inputs
             for b in range(target.batch_size):
-                getattr(ufunc, "at")(target.data[b], *_example(rest, level, b))
+                ufunc.at(target.data[b], *_example(rest, level, b))
             return None
         if method in ("reduce", "accumulate", "reduceat") and len(inputs) >= 1:
             if method != "reduceat":
@@ -220,6 +242,26 @@ class Batched:
         if rule is not None:
             return rule(func, args, kwargs, level)
         return _enter_or_loop(func, args, kwargs, level)
+
+    @staticmethod
+    def __record_call__(primitive: Callable, f: Callable, args: tuple, kwargs: dict) -> Any:
+        """A primitive (``sensitivities.registry.primitive``) called on a batched value:
+        a node among the arguments records it (its value may be batched); else its
+        batching rule, or the loop."""
+        node = _first_node(args)
+        if node is None:
+            node = _first_node(tuple(kwargs.values()))
+        if node is not None:
+            return type(node).__record_call__(primitive, f, args, kwargs)
+        if primitive in _OWN:  # vmap's own way in and out of the batch
+            return f(*args, **kwargs)
+        level = _top_level(args + tuple(kwargs.values()))
+        rule = _RULES.get(primitive)
+        if rule is None:
+            rule = _plain_rule(primitive)
+        if rule is not None:
+            return rule(primitive, args, kwargs, level)
+        return _loop(primitive, args, kwargs, level)
 
     # -- operators: the ufuncs they mean ---------------------------------------------------
 
@@ -336,6 +378,40 @@ def _holds_node(args: tuple) -> bool:
     return False
 
 
+def _plain_rule(f: Callable) -> Callable | None:
+    """The batching rule of ``f`` from ``sensitivities.batching`` (plain NumPy, batch
+    first), adapted to batched values; None where there is none."""
+    rule = _plain_batching_rule_of(f)
+    if rule is None:
+        return None
+
+    def adapted(func, args, kwargs, level):
+        batched = tuple(_at(a, level) for a in args)
+        if _is_batched_anywhere(tuple(kwargs.values()), level) or any(
+            not flag and _is_batched_anywhere(a, level) for a, flag in zip(args, batched)
+        ):
+            return _loop(func, args, kwargs, level)
+        out = rule(
+            tuple(a.data if flag else a for a, flag in zip(args, batched)), batched, **kwargs
+        )
+        if out is NotImplemented:
+            return _loop(func, args, kwargs, level)
+        return _wrap(out, level)
+
+    return adapted
+
+
+def _first_node(args: tuple) -> Any:
+    for a in args:
+        if isinstance(a, Node):
+            return a
+        if type(a) is list or type(a) is tuple:
+            found = _first_node(a)
+            if found is not None:
+                return found
+    return None
+
+
 def _top_level(args: Any) -> int:
     level = None
     for a in args:
@@ -380,9 +456,11 @@ def _padded(a: Any, rank: int) -> Any:
 
 def _wrap(result: Any, level: int) -> Any:
     if isinstance(result, tuple):
-        return type(result)(*(_wrap(r, level) for r in result)) if hasattr(
-            result, "_fields"
-        ) else tuple(_wrap(r, level) for r in result)
+        return (
+            type(result)(*(_wrap(r, level) for r in result))
+            if hasattr(result, "_fields")
+            else tuple(_wrap(r, level) for r in result)
+        )
     if isinstance(result, list):
         return [_wrap(r, level) for r in result]
     return Batched(result, level)
@@ -604,6 +682,9 @@ def _squeeze(func, args, kwargs, level):
 
 def _ravel(func, args, kwargs, level):
     a = args[0]
+    order = args[1] if len(args) > 1 else kwargs.get("order", "C")
+    if order not in ("C", "A", "K") or len(args) + len(kwargs) > 2:
+        return _loop(func, args, kwargs, level)
     return Batched(np.reshape(a.data, (a.batch_size, -1)), level)
 
 
@@ -777,6 +858,11 @@ def _solve(func, args, kwargs, level):
         db = _broadcast_data(db, n)
     if vector:
         db = db[..., None]
+    # the stacks of one example broadcast from the right: line them up after the batch
+    while np.ndim(db) < np.ndim(da):
+        db = np.expand_dims(db, 1)
+    while np.ndim(da) < np.ndim(db):
+        da = np.expand_dims(da, 1)
     out = np.linalg.solve(da, db)
     return Batched(out[..., 0] if vector else out, level)
 
@@ -835,6 +921,14 @@ def _shape_query(func, args, kwargs, level):
     return _query(func, args, kwargs, level)
 
 
+def _created(func, args, kwargs, level):
+    """``np.asarray(c, like=x)`` and the like: a constant, the same for every example."""
+    kwargs = {k: v for k, v in kwargs.items() if k != "like"}
+    if _is_batched_anywhere(tuple(args) + tuple(kwargs.values()), level):
+        return _loop(func, args, kwargs, level)
+    return func(*args, **kwargs)
+
+
 _RULES: dict[Any, Callable] = {}
 
 
@@ -848,7 +942,8 @@ _register(_reduction(), np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.am
           np.ptp, np.median, np.count_nonzero)  # fmt: skip
 _register(_reduction(flattens=True), np.cumsum, np.cumprod, np.argmax, np.argmin,
           np.nancumsum, np.nancumprod)  # fmt: skip
-_register(_reduction(default=-1), np.sort, np.argsort, np.diff)
+_register(_reduction(default=-1, flattens=True), np.sort, np.argsort)
+_register(_reduction(default=-1), np.diff)
 _register(_reduction(default=0), np.flip)
 _register(_reshape, np.reshape)
 _register(_transpose, np.transpose)
@@ -864,9 +959,11 @@ _register(_concatenate, np.concatenate)
 _register(_stack, np.stack)
 _register(_where, np.where)
 _register(_elementwise_function, np.clip, np.nan_to_num, np.sinc, np.i0, np.real, np.imag,
-          np.angle, np.real_if_close, np.round, np.around, np.isclose, np.tril, np.triu)  # fmt: skip
+          np.angle, np.real_if_close, np.round, np.around, np.isclose)  # fmt: skip
 _register(_like, np.zeros_like, np.ones_like, np.empty_like, np.full_like)
 _register(_copy, np.copy)
+_register(_created, np.asarray, np.array, np.asanyarray, np.ascontiguousarray, np.eye,
+          np.zeros, np.ones, np.full, np.empty, np.arange, np.identity)  # fmt: skip
 _register(_matmul, np.matmul)
 _register(_dot, np.dot)
 _register(_inner, np.inner, np.vdot)
@@ -1110,7 +1207,6 @@ class _Broadcaster:
         return b
 
 
-
 # -- vmap --------------------------------------------------------------------------------
 
 
@@ -1142,9 +1238,7 @@ def _axes_tree(spec: Any, tree: Any, what: str) -> list:
     return out
 
 
-def vmap(
-    f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = False
-) -> Callable:
+def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = False) -> Callable:
     """``f``, written for one example, run over a batch: ``vmap(f)(X)`` is
     ``np.stack([f(x) for x in X])``, computed with NumPy's own vectorisation.
 

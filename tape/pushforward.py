@@ -127,8 +127,7 @@ def pushforward(
     (array([1., 1., 0.]),)
     >>> check_grad(lambda x: np.sum(running_total(x) ** 2), np.ones(3), order=2)
     """
-    if not callable(f):
-        raise TypeError(f"pushforward(f, argnum) needs a function f, got {f!r}")
+    store = registry.pushforward(f, argnum, override=override)  # checks f and argnum now
 
     def register(rule: Callable) -> Callable:
         if not callable(rule):
@@ -138,7 +137,7 @@ def pushforward(
             return _directions(rule, y, xdot, args, kwargs)
 
         batched.__wrapped__ = rule
-        registry.pushforward(f, argnum, override=override)(batched)
+        store(batched)
         rules = registry.lookup(f)
         existing = None if rules is None else rules.plain.get(argnum)
         if existing is None or getattr(existing, "provisional", False):
