@@ -45,3 +45,41 @@ def test_registering_a_rule():
     assert batching_rule_of(f) is rule
     with pytest.raises(TypeError):
         batching(3)
+
+
+# -- vmap's own primitives: in and out of the batch, broadcast and its sum -------------------
+# (their sensitivities are checked here against finite differences with every other rule)
+
+from hypothesis import strategies as st  # noqa: E402
+
+from tape import Tape  # noqa: E402
+from tape.batching import batch_in, batch_out, batch_sum, broadcast  # noqa: E402
+from tests.sensitivities.cases import Case, rule_test  # noqa: E402
+from tests.strategies import arrays  # noqa: E402
+
+
+def _round_trip(x):
+    level = Tape().level  # a fresh level, innermost, as each vmap call takes
+    b = batch_in(x, 1, level)  # the batch on axis 1 of x: 2 examples of shape (3,)
+    y = np.sin(b) * b  # (an unbatched node meets batched ones only inside vmap)
+    return batch_out(y, 0, level, 2) + np.exp(batch_sum(b, level))
+
+
+def _broadcast_trip(x):
+    level = Tape().level
+    b = broadcast(x, level, 4)
+    return batch_sum(np.cos(b) * b, level)
+
+
+def _draw(data):
+    return (data.draw(arrays((3, 2))),)
+
+
+CASES = [
+    Case(batch_in, _draw, fn=_round_trip),
+    Case(batch_out, _draw, fn=_round_trip),
+    Case(batch_sum, _draw, fn=_round_trip),
+    Case(broadcast, _draw, fn=_broadcast_trip),
+]
+
+test_rules = rule_test(CASES, max_examples=5)

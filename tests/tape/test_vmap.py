@@ -3,6 +3,7 @@ a Python loop over the batch and np.stack, per-example gradients against a loop 
 calls, gradients through vmap against central differences, and the compositions."""
 
 import warnings
+import zlib
 
 import numpy as np
 import pytest
@@ -122,8 +123,9 @@ def _scalar(case):
 # whose rules go through each example's factorisation
 KNOWN = {"logaddexp2.accumulate", "minimum.accumulate", "nancumprod", "sqrtm", "eigh",
          "cho_solve", "lu_solve", "slogdet", "linalg.eigvals", "fft.ifft2", "sort", "take",
-         "fft.rfft2", "pad_copies", "cumulative_prod", "partition"}  # fmt: skip
-REAL_CASES = [c for c in CASES[::9] if c.id not in KNOWN]
+         "fft.rfft2", "pad_copies", "cumulative_prod", "partition", "cumprod0", "cumprod1"}  # fmt: skip
+# a ninth of the cases, chosen by name so that the choice is stable
+REAL_CASES = [c for c in CASES if zlib.crc32(c.id.encode()) % 9 == 0 and c.id not in KNOWN]
 
 
 @pytest.mark.parametrize("case", REAL_CASES, ids=[c.id for c in REAL_CASES])
