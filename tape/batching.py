@@ -40,6 +40,7 @@ import numpy as np
 from sensitivities import batching_rule_of as _plain_batching_rule_of
 from sensitivities import primitive, sensitivity
 from sensitivities.registry import function_name, value_of
+from sensitivities.registry import pushforward as _engine_pushforward
 
 from .forward import ForwardTape
 from .node import Node
@@ -1125,6 +1126,22 @@ def _(y, ybar, x, level, size):
 @sensitivity(batch_sum, 0)
 def _(y, ybar, x, level):
     return broadcast(ybar, level, value_of(x).batch_size)
+
+
+# Forward rules, in the engine's form (a leading axis of directions): all four are linear,
+# so each pushes a tangent as it pushes a value, the directions one axis further in.
+_engine_pushforward(batch_in, 0)(lambda y, xdot, x, axis, level: batch_in(xdot, axis + 1, level))
+_engine_pushforward(batch_out, 0)(
+    lambda y, xdot, x, axis, level, size: batch_out(xdot, axis + 1, level, size)
+)
+_engine_pushforward(broadcast, 0)(lambda y, xdot, x, level, size: broadcast(xdot, level, size))
+
+
+@_engine_pushforward(batch_sum, 0)
+def _(y, xdot, x, level):
+    if not _at(value_of(xdot), level):
+        return xdot * value_of(x).batch_size
+    return batch_sum(xdot, level)
 
 
 _OWN = (batch_in, batch_out, broadcast, batch_sum)

@@ -50,7 +50,6 @@ def test_registering_a_rule():
 # -- vmap's own primitives: in and out of the batch, broadcast and its sum -------------------
 # (their sensitivities are checked here against finite differences with every other rule)
 
-from hypothesis import strategies as st  # noqa: E402
 
 from tape import Tape  # noqa: E402
 from tape.batching import batch_in, batch_out, batch_sum, broadcast  # noqa: E402

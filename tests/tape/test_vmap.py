@@ -121,9 +121,11 @@ def _scalar(case):
 # Known gaps of the derivatives of batched values (see the vmap guide): rules that add
 # batched adjoints into a plain accumulator with out=, and the scipy.linalg primitives
 # whose rules go through each example's factorisation
-KNOWN = {"logaddexp2.accumulate", "minimum.accumulate", "nancumprod", "sqrtm", "eigh",
-         "cho_solve", "lu_solve", "slogdet", "linalg.eigvals", "fft.ifft2", "sort", "take",
-         "fft.rfft2", "pad_copies", "cumulative_prod", "partition", "cumprod0", "cumprod1"}  # fmt: skip
+KNOWN = {
+    "logaddexp2.accumulate", "minimum.accumulate", "nancumprod", "sqrtm", "eigh", "cho_solve",
+    "lu_solve", "slogdet", "linalg.eigvals", "fft.ifft2", "sort", "take", "fft.rfft2",
+    "pad_copies", "cumulative_prod", "partition", "cumprod0", "cumprod1",
+}  # fmt: skip
 # a ninth of the cases, chosen by name so that the choice is stable
 REAL_CASES = [c for c in CASES if zlib.crc32(c.id.encode()) % 9 == 0 and c.id not in KNOWN]
 
