@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     shape,
     stats,
 )
+from .batching import batching_rule_of
 from .checkpoint import checkpointed
 from .pushforwards import lift
 from .reductions import broadcast_to, expand_reduced
@@ -52,4 +53,5 @@ __all__ = [
     "lift",
     "at",
     "checkpointed",
+    "batching_rule_of",
 ]

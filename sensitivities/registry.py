@@ -271,7 +271,9 @@ def _register(kind: str, f: Any, argnum: int, types: tuple, override: bool) -> C
             _typed_signatures.add((f, key, types))
             dispatcher.add((*types, _ANY), rule)
         else:
-            if argnum in table:
+            if argnum in table and not getattr(table[argnum], "provisional", False):
+                # a rule marked provisional (the transpose of a public pushforward, or its
+                # "reverse mode needs a sensitivity" error) is replaced without a warning
                 _replacing(f, argnum, override)
             table[argnum] = rule
             if key in rules.typed:

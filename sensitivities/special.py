@@ -32,7 +32,8 @@ import math
 
 import numpy as np
 
-from .registry import nondifferentiable, primitive, sensitivity, value_of
+from .batching import _padded, _shift, batching
+from .registry import function_name, nondifferentiable, primitive, sensitivity, value_of
 
 try:
     import scipy.special
@@ -109,9 +110,13 @@ def _logsumexp(a, axis, b, keepdims):
 _logsumexp.__name__ = _logsumexp.__qualname__ = "logsumexp"
 
 
+@primitive
 def _logsumexp_sign(a, axis, b, keepdims):
     a, b = value_of(a), value_of(b)  # the sign carries no gradient
     return special.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=True)[1]
+
+
+nondifferentiable(_logsumexp_sign)  # a primitive, so that vmap can batch it
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
@@ -508,3 +513,51 @@ def _register():
 
 if special is not None:
     _register()
+
+
+# -- batching rules of the primitives above, for tape.vmap ---------------------------------
+
+def _softmax_like(f):
+    def rule(args, batched, axis=None):
+        x = args[0]
+        if len(args) > 1:
+            axis = args[1]
+        if not batched[0] or (len(batched) > 1 and batched[1]):
+            return NotImplemented
+        if np.ndim(x) == 1:  # one scalar per example: a softmax over nothing
+            return f(x[:, None], axis=1)[:, 0]
+        return f(x, axis=_shift(axis, np.ndim(x) - 1))
+
+    rule.__name__ = f"batch_{function_name(f)}"
+    return rule
+
+
+batching(softmax)(_softmax_like(softmax))
+batching(log_softmax)(_softmax_like(log_softmax))
+
+
+@batching(_logsumexp)
+def _(args, batched, **kwargs):
+    a, axis, b, keepdims = args
+    if batched[1] or batched[3] or kwargs:
+        return NotImplemented
+    n = np.shape(a if batched[0] else b)[0]
+    rank_a = np.ndim(a) - batched[0]
+    rank_b = 0 if b is None else np.ndim(b) - batched[2]
+    if b is not None and rank_a != rank_b:
+        return NotImplemented
+    if not batched[0]:
+        a = np.broadcast_to(a, (n,) + np.shape(a))
+    if b is not None and not batched[2]:
+        b = np.broadcast_to(b, (n,) + np.shape(b))
+    if rank_a == 0:
+        return NotImplemented
+    return _logsumexp(a, _shift(axis, rank_a), b, keepdims)
+
+
+@batching(polygamma)
+def _(args, batched, **kwargs):
+    if kwargs:
+        return NotImplemented
+    rank = max(np.ndim(a) - flag for a, flag in zip(args, batched))
+    return polygamma(*[_padded(a, rank) if flag else a for a, flag in zip(args, batched)])

@@ -120,7 +120,10 @@ def _in_rounds(update: Any, x: Any, index: Any, v: Any) -> Any:
 
 
 def _copy(x: Any, v: Any) -> np.ndarray:
-    return np.array(x, dtype=np.result_type(x, v), copy=True)
+    dtype = np.result_type(x, v)
+    if not isinstance(x, np.ndarray) and hasattr(x, "astype") and hasattr(x, "__array_function__"):
+        return x.astype(dtype, copy=True)  # an array of another library, or a batched one
+    return np.array(x, dtype=dtype, copy=True)
 
 
 @primitive

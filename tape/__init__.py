@@ -16,15 +16,18 @@ from sensitivities import (
 )
 
 from . import array_api  # noqa: F401  (node.__array_namespace__)
+from .batching import vmap
 from .checking import check_grad
 from .compiled import CompiledGrad, TapeMismatchError, compile_grad
 from .debugging import debug, detect_anomaly, recorded_at
 from .errors import AnomalyError, MissingRuleError, MutationError, NodeConversionError
 from .functional import grad, value_and_grad
 from .node import Node
+from .pushforward import pushforward
 from .records import Branch, Leaf, Tape
 from .reverse import ReverseTape, propagate, reverse_tape
 from .transforms import checkpoint, hessian, hvp, jacobian, jvp, stop_gradient, vjp
+from .trees import ravel, tree_flatten, tree_map, tree_unflatten
 
 __version__ = "0.1.0"
 
@@ -62,4 +65,10 @@ __all__ = [
     "checkpoint",
     "stop_gradient",
     "check_grad",
+    "tree_map",
+    "tree_flatten",
+    "tree_unflatten",
+    "ravel",
+    "pushforward",
+    "vmap",
 ]

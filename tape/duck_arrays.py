@@ -23,7 +23,7 @@ def is_duck_array(value: Any) -> bool:
     cls = type(value)
     return (
         cls is not np.ndarray
-        and not hasattr(cls, "__record_call__")  # a node
+        and not (hasattr(cls, "__record_call__") and hasattr(value, "tape"))  # a node
         and not isinstance(value, np.generic)
         and hasattr(cls, "__array_function__")
         and hasattr(cls, "__array_ufunc__")

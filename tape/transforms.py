@@ -17,6 +17,7 @@ from sensitivities import checkpointed
 from sensitivities.registry import value_of
 
 from .collector import fewer_collections
+from .duck_arrays import is_duck_array
 from .forward import ForwardTape, push_forward
 from .functional import check_input, input_gradients, normalise_argnums, record_inputs
 from .node import Node
@@ -80,7 +81,11 @@ def _directions(primals: list, tangents: list) -> tuple[int, bool]:
 def _as_tangent(t: Any, x: Any, batched: bool) -> Any:
     if not isinstance(t, Node):
         dtype = np.result_type(value_of(x))
-        t = np.asarray(t, dtype=dtype if dtype.kind in "fc" else np.float64)
+        dtype = dtype if dtype.kind in "fc" else np.dtype(np.float64)
+        if is_duck_array(t):  # a batched tangent (under vmap), a Dask or CuPy array
+            t = t if t.dtype == dtype else t.astype(dtype)
+        else:
+            t = np.asarray(t, dtype=dtype)
     return t if batched else t[None]
 
 
@@ -449,7 +454,7 @@ def stop_gradient(x: Any) -> Any:
 def _differentiable(x: Any) -> bool:
     x = value_of(x)
     return isinstance(x, (float, complex, np.inexact)) or (
-        isinstance(x, np.ndarray) and x.dtype.kind in "fc"
+        (isinstance(x, np.ndarray) or is_duck_array(x)) and x.dtype.kind in "fc"
     )
 
 
@@ -524,7 +529,10 @@ def checkpoint(f: Callable) -> Callable:
                     "that it was not given as an argument (a closure or a global): pass it "
                     "as an argument, so that the recomputation can differentiate it"
                 )
-            if not isinstance(value_of(inner), (float, complex, np.generic, np.ndarray)):
+            plain = value_of(inner)
+            if not (
+                isinstance(plain, (float, complex, np.generic, np.ndarray)) or is_duck_array(plain)
+            ):
                 raise TypeError(
                     f"checkpoint({getattr(f, '__name__', 'f')}) returns "
                     f"{type(value_of(inner)).__name__}: a checkpointed function returns one array"

@@ -53,7 +53,14 @@ def test_tangents_pushed_in_several_directions_match_central_differences(name):
         np.testing.assert_allclose(tangents[k], _central(f, args, d), rtol=1e-6, atol=1e-8)
 
 
-EXPLICIT = [c for c in CASES if any(registry.pushforward_of(c.registered, i) for i in range(4))]
+# (vmap's own primitives are left out: their values are batched, which the derived
+# pushforward, pairing plain cotangents with them, cannot see; test_forward checks theirs)
+EXPLICIT = [
+    c
+    for c in CASES
+    if any(registry.pushforward_of(c.registered, i) for i in range(4))
+    and not str(getattr(c.registered, "__module__", "")).startswith("tape.batching")
+]
 
 
 @pytest.mark.parametrize("case", EXPLICIT, ids=[c.id for c in EXPLICIT])

@@ -112,3 +112,88 @@ def test_flatten_then_unflatten_gives_the_tree_back(tree):
     # leaves go back in the order they came out
     numbered = tree_unflatten(treedef, list(range(len(leaves))))
     assert tree_flatten(numbered)[0] == list(range(len(leaves)))
+
+
+# -- the public tools: tree_map over several trees, ravel ------------------------------
+
+
+def test_tree_map_pairs_several_trees_by_position_and_dict_key():
+    a = {"w": np.array([1.0, 2.0]), "b": (3.0, None)}
+    b = {"b": (30.0, 7.0), "w": np.array([10.0, 20.0])}
+    got = tree_map(lambda x, y: x + y, a, b)
+    assert list(got) == ["w", "b"]
+    np.testing.assert_array_equal(got["w"], [11.0, 22.0])
+    assert got["b"] == (33.0, None)  # None passes through, f is not called on it
+
+
+def test_tree_map_refuses_trees_of_another_structure():
+    import pytest
+
+    with pytest.raises(ValueError, match="structure"):
+        tree_map(lambda x, y: x, {"a": 1.0}, {"b": 1.0})
+
+
+def test_treedefs_of_the_same_structure_are_equal_and_count_their_leaves():
+    _, d1 = tree_flatten({"a": [1.0, 2.0], "b": None})
+    _, d2 = tree_flatten({"a": [np.ones(3), 5.0], "b": 9.0})
+    _, d3 = tree_flatten({"a": (1.0, 2.0), "b": None})
+    assert d1 == d2 and d1 != d3
+    assert d1.num_leaves == 3
+    assert repr(d1) == "TreeDef({'a': [*, *], 'b': *})"
+
+
+def test_tree_unflatten_checks_the_number_of_leaves():
+    import pytest
+
+    _, treedef = tree_flatten((1.0, 2.0))
+    with pytest.raises(ValueError, match="takes 2 leaves, got 3"):
+        tree_unflatten(treedef, [1, 2, 3])
+
+
+def test_ravel_concatenates_in_flatten_order_and_unravel_restores_everything():
+    from tape import ravel
+
+    tree = {
+        "w": np.arange(6.0, dtype=np.float32).reshape(2, 3),
+        "b": Point(x=2.5, y=np.float32(4.0)),
+        "none": None,
+        "z": np.array(7.0),
+    }
+    v, unravel = ravel(tree)
+    assert v.dtype == np.float64 and v.shape == (9,)
+    np.testing.assert_array_equal(v, [0, 1, 2, 3, 4, 5, 2.5, 4.0, 7.0])
+    back = unravel(v + 1)
+    assert back["none"] is None and type(back["b"]) is Point
+    assert back["w"].dtype == np.float32 and back["w"].shape == (2, 3)
+    np.testing.assert_array_equal(back["w"], np.arange(1.0, 7.0).reshape(2, 3))
+    assert type(back["b"].x) is float and back["b"].x == 3.5
+    assert type(back["b"].y) is np.float32 and back["b"].y == 5.0
+    assert type(back["z"]) is np.ndarray and back["z"].shape == () and back["z"] == 8.0
+    # float32 leaves alone give a float32 vector; integers a float64 one
+    assert ravel([np.ones(2, np.float32)])[0].dtype == np.float32
+    assert ravel([np.arange(3)])[0].dtype == np.float64
+    assert ravel({})[0].shape == (0,)
+
+
+def test_unravel_refuses_a_vector_of_another_size():
+    import pytest
+
+    from tape import ravel
+
+    _, unravel = ravel([np.ones(3)])
+    with pytest.raises(ValueError, match=r"shape \(3,\)"):
+        unravel(np.ones(4))
+
+
+def test_unravel_is_differentiable():
+    from tape import grad, ravel
+
+    tree = {"a": np.array([1.0, 2.0]), "b": 3.0}
+    v, unravel = ravel(tree)
+
+    def loss(v):
+        p = unravel(v)
+        return np.sum(p["a"] ** 2) * p["b"]
+
+    (g,) = grad(loss)(v)
+    np.testing.assert_allclose(g, [2 * 1.0 * 3.0, 2 * 2.0 * 3.0, 1.0 + 4.0])

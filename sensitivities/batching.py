@@ -1,0 +1,68 @@
+"""Batching rules: how a primitive runs over a whole batch in one call, for ``vmap``.
+
+A batching rule ``rule(args, batched, **kwargs) -> result`` gets the arguments with the
+batch as the leading axis of each argument flagged in ``batched`` (a tuple of bools, one
+per positional argument; the others are the same for every example) and returns the
+result with the batch as its leading axis (each output, for a tuple of outputs), or
+``NotImplemented`` to hand the call to the loop over the batch. Plain NumPy, like the
+sensitivities: the engine (``tape.batching``) unwraps and wraps the batched values.
+
+NumPy's own functions are batched in the engine, by axis shifts, broadcasting and
+stacks of matrices; rules here are for the primitives of this package, which NumPy's
+protocols do not reach. A primitive without a rule still works under ``vmap``: it runs
+once per example and the results are stacked.
+
+>>> import numpy as np
+>>> from sensitivities.batching import batching_rule_of
+>>> from sensitivities.special import softmax
+>>> rule = batching_rule_of(softmax)
+>>> rule((np.array([[0.0, 0.0], [0.0, np.log(3.0)]]),), (True,))  # two examples
+array([[0.5 , 0.5 ],
+       [0.25, 0.75]])
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["batching", "batching_rule_of"]
+
+_batching: dict[Any, Callable] = {}
+
+
+def batching(f: Any) -> Callable[[Callable], Callable]:
+    """Register the batching rule of ``f`` (see the module docstring)."""
+    if not callable(f):
+        raise TypeError(f"batching(f) needs a function, got {f!r}")
+
+    def register(rule: Callable) -> Callable:
+        _batching[f] = rule
+        return rule
+
+    return register
+
+
+def batching_rule_of(f: Any) -> Callable | None:
+    """The batching rule registered for ``f``, or None."""
+    return _batching.get(f)
+
+
+def _shift(axis: Any, ndim: int) -> Any:
+    """A logical ``axis`` of one example (``ndim`` axes) as an axis of the batch."""
+    if axis is None:
+        return tuple(range(1, ndim + 1))
+    if isinstance(axis, (tuple, list)):
+        return tuple(int(a) % ndim + 1 for a in axis)
+    return int(axis) % ndim + 1
+
+
+def _padded(x: Any, rank: int) -> Any:
+    """A batched ``x`` with length-1 axes after the batch, up to ``rank`` axes of one
+    example, so that it broadcasts against unbatched values as one example would."""
+    missing = rank - (np.ndim(x) - 1)
+    if missing <= 0:
+        return x
+    shape = np.shape(x)
+    return np.reshape(x, shape[:1] + (1,) * missing + shape[1:])

@@ -1,0 +1,1361 @@
+"""``vmap``: a function written for one example, run over a batch.
+
+A batched value is a ``Batched``: an array whose leading axis is the batch, and which
+shows the rest, one example's shape, to the code that uses it (``x.shape`` is one
+example's shape). It speaks NumPy's protocols (``__array_ufunc__``,
+``__array_function__``) and answers each call with NumPy's own vectorisation: ufuncs
+broadcast over the batch, reductions and shape functions shift their axes by one,
+``matmul``, ``einsum`` and ``linalg`` take the batch as a stack. A function without
+such a rule is run once per example and the results stacked (the loop fallback, which
+``vmap(..., report=True)`` and ``tape.debug()`` report).
+
+The tape records ``Batched`` values as it records Dask or CuPy arrays, so a ``grad``
+inside a ``vmap`` records batched values and its rules run batched: ``vmap(grad(f))``
+gives per-example gradients in one pass. Nodes stay outside batched values (a node's
+value may be batched; a batched value never holds a node): a node passed to ``vmap``
+enters through a recorded primitive (``batch_in``), leaves through another
+(``batch_out``), and a node of a tape made before the ``vmap`` that meets batched
+values inside it (a closure) is broadcast over the batch by a recorded ``broadcast``,
+whose sensitivity sums over the batch. Each ``vmap`` call takes a level from the same
+counter as tapes; a call with batched values of several ``vmap``s is batched for the
+innermost (``vmap(vmap(f))``).
+
+Python control flow that depends on a batched value (``if x > 0``) has no single answer
+for the batch: it raises ``BatchedControlFlowError`` naming the line; write it with
+``np.where``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import string
+import sys
+import warnings
+from contextvars import ContextVar
+from typing import Any, Callable
+
+import numpy as np
+
+from sensitivities import batching_rule_of as _plain_batching_rule_of
+from sensitivities import primitive, sensitivity
+from sensitivities.registry import function_name, value_of
+from sensitivities.registry import pushforward as _engine_pushforward
+
+from .forward import ForwardTape
+from .node import Node
+from .records import Branch, Tape, observing
+from .trees import tree_flatten, tree_unflatten
+
+__all__ = ["vmap", "Batched", "BatchedControlFlowError", "VmapFallbackWarning"]
+
+
+class BatchedControlFlowError(TypeError):
+    """Python control flow (``if``, ``while``, ``bool``, ``float``) met a batched value,
+    which holds one value per example: there is no single answer.
+
+    >>> import numpy as np
+    >>> from tape import vmap
+    >>> def relu(x):
+    ...     return x if x > 0 else 0.0
+    >>> vmap(relu)(np.array([1.0, -1.0]))
+    Traceback (most recent call last):
+    tape.batching.BatchedControlFlowError: ...
+    """
+
+
+class VmapFallbackWarning(UserWarning):
+    """A function with no batching rule ran once per example under ``vmap``."""
+
+
+# -- the batched value ------------------------------------------------------------------
+
+_reporting: ContextVar[bool] = ContextVar("tape_vmap_reporting", default=False)
+
+
+def _user_line() -> str:
+    """``file:line`` of the innermost frame outside tape, sensitivities and numpy."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if not (name.startswith(("tape.", "sensitivities", "numpy")) or name == "tape"):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno} (in {frame.f_code.co_name})"
+        frame = frame.f_back
+    return "an unknown line"
+
+
+class Batched:
+    """A batch of values: ``data`` holds them along its leading axis; ``shape``,
+    ``ndim`` and ``size`` are one example's. Made by ``vmap``; see the module docstring.
+
+    >>> import numpy as np
+    >>> from tape.batching import Batched
+    >>> b = Batched(np.arange(6.0).reshape(3, 2), level=-1)
+    >>> b.shape, np.sum(b).data
+    ((2,), array([1., 5., 9.]))
+    """
+
+    __slots__ = ("data", "level")
+    __array_priority__ = 500.0  # above ndarray's, below a node's
+
+    def __init__(self, data: Any, level: int) -> None:
+        self.data = data
+        self.level = level
+
+    # -- one example's view ----------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(np.shape(self.data)[1:])
+
+    @property
+    def ndim(self) -> int:
+        return np.ndim(self.data) - 1
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def batch_size(self) -> int:
+        return np.shape(self.data)[0]
+
+    @property
+    def T(self) -> Any:
+        return np.transpose(self)
+
+    @property
+    def mT(self) -> Any:
+        return np.swapaxes(self, -1, -2)
+
+    @property
+    def real(self) -> Any:
+        return np.real(self)
+
+    @property
+    def imag(self) -> Any:
+        return np.imag(self)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a batched scalar")
+        return self.shape[0]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self) -> str:
+        return (
+            f"Batched(level={self.level}, batch={self.batch_size}, shape={self.shape}, "
+            f"data={self.data!r})"
+        )
+
+    # -- no single value ----------------------------------------------------------------
+
+    def _no_single_value(self, what: str):
+        raise BatchedControlFlowError(
+            f"{what} of a batched value at {_user_line()}: under vmap it holds one value "
+            "per example, so Python control flow cannot depend on it; write it with "
+            "np.where (or compute the condition outside vmap)"
+        )
+
+    def __bool__(self) -> bool:
+        # one answer where every example gives the same one (each example's program takes
+        # that branch, so the batch may too); where they disagree, there is none
+        if self.size != 1:
+            raise ValueError(
+                "The truth value of an array with more than one element is ambiguous. "
+                "Use a.any() or a.all()"
+            )
+        if bool(np.all(self.data)):
+            return True
+        if not bool(np.any(self.data)):
+            return False
+        self._no_single_value("bool() (with examples that disagree)")
+
+    def __float__(self) -> float:
+        self._no_single_value("float()")
+
+    def __int__(self) -> int:
+        self._no_single_value("int()")
+
+    def __index__(self) -> int:
+        self._no_single_value("an index")
+
+    def __complex__(self) -> complex:
+        self._no_single_value("complex()")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise BatchedControlFlowError(
+            f"a batched value was converted to an ndarray at {_user_line()} (np.asarray, "
+            "np.array, or a compiled function): that would lose the batch. Under vmap, "
+            "keep to NumPy functions (or register a batching rule)"
+        )
+
+    def item(self, *args: Any) -> Any:
+        self._no_single_value(".item()")
+
+    def tolist(self) -> Any:
+        self._no_single_value(".tolist()")
+
+    # -- NumPy's protocols --------------------------------------------------------------
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if _holds_node(inputs) or _holds_node(tuple(kwargs.values())):
+            return NotImplemented  # a node records the call; its value may be batched
+        out = kwargs.pop("out", None)
+        if out is not None:  # into a batched array (a rule's fresh accumulator): in place
+            target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+            if not isinstance(target, Batched) or method != "__call__":
+                raise TypeError(
+                    f"vmap: {ufunc.__name__}(..., out=) of batched values into "
+                    f"{type(target).__name__}; build a new array instead"
+                )
+            target[...] = getattr(ufunc, method)(*inputs, **kwargs)
+            return target
+        level = _top_level(inputs + tuple(kwargs.values()))
+        if method == "__call__":
+            if ufunc.signature is not None:  # a generalised ufunc (matmul, vecdot)
+                rule = _RULES.get(ufunc)
+                if rule is not None:
+                    return rule(ufunc, inputs, kwargs, level)
+                return _loop(ufunc, inputs, kwargs, level)
+            return _elementwise(ufunc, inputs, kwargs, level)
+        if method == "at":  # in place, example by example (np.add.at into a fresh array)
+            target, *rest = inputs
+            for b in range(target.batch_size):
+                ufunc.at(target.data[b], *_example(rest, level, b))
+            return None
+        if method in ("reduce", "accumulate", "reduceat") and len(inputs) >= 1:
+            if method != "reduceat":
+                return _shifted_axis(getattr(ufunc, method), inputs, kwargs, level, default=0)
+        return _loop(getattr(ufunc, method), inputs, kwargs, level)
+
+    def __array_function__(self, func: Callable, types: Any, args: tuple, kwargs: dict) -> Any:
+        if _holds_node(args) or _holds_node(tuple(kwargs.values())):
+            return NotImplemented
+        level = _top_level(args + tuple(kwargs.values()))
+        rule = _RULES.get(func)
+        if rule is not None:
+            return rule(func, args, kwargs, level)
+        return _enter_or_loop(func, args, kwargs, level)
+
+    @staticmethod
+    def __record_call__(primitive: Callable, f: Callable, args: tuple, kwargs: dict) -> Any:
+        """A primitive (``sensitivities.registry.primitive``) called on a batched value:
+        a node among the arguments records it (its value may be batched); else its
+        batching rule, or the loop."""
+        node = _first_node(args)
+        if node is None:
+            node = _first_node(tuple(kwargs.values()))
+        if node is not None:
+            return type(node).__record_call__(primitive, f, args, kwargs)
+        if primitive in _OWN:  # vmap's own way in and out of the batch
+            return f(*args, **kwargs)
+        level = _top_level(args + tuple(kwargs.values()))
+        rule = _RULES.get(primitive)
+        if rule is None:
+            rule = _plain_rule(primitive)
+        if rule is not None:
+            return rule(primitive, args, kwargs, level)
+        return _loop(primitive, args, kwargs, level)
+
+    # -- operators: the ufuncs they mean ---------------------------------------------------
+
+    def __getitem__(self, index: Any) -> Any:
+        return _getitem(self, index)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        # in place, as NumPy does it to each example (the rules' scatter into a fresh array)
+        if isinstance(value, Node):
+            raise TypeError(
+                f"vmap: a node assigned into a batched value at {_user_line()}; use the "
+                "functional update tape.at(x)[index].set(value), or np.where"
+            )
+        level = self.level
+        index = index if isinstance(index, tuple) else (index,)
+        advanced = _advanced(index)
+        if (
+            _is_batched_anywhere(index, level)
+            or any(isinstance(i, Node) for i in index)
+            or (len(advanced) > 1 and advanced[-1] - advanced[0] + 1 != len(advanced))
+            or (isinstance(value, Batched) and value.level != level)
+        ):
+            for b in range(self.batch_size):
+                target = self.data[b]
+                target[_example(index, level, b)] = _example((value,), level, b)[0]
+            return
+        region = np.ndim(self.data[(slice(None),) + index]) - 1
+        self.data[(slice(None),) + index] = _padded(value, region) if _at(value, level) else value
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return np.reshape(self, shape, **kwargs)
+
+    def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
+        return Batched(self.data.astype(dtype, *args, **kwargs), self.level)
+
+    def copy(self, *args: Any, **kwargs: Any) -> Any:
+        return Batched(np.copy(self.data), self.level)
+
+    def conj(self) -> Any:
+        return np.conjugate(self)
+
+    conjugate = conj
+
+    def ravel(self, *args: Any) -> Any:
+        return np.ravel(self)
+
+    def flatten(self, *args: Any) -> Any:
+        return np.reshape(self, (-1,))
+
+    def transpose(self, *axes: Any) -> Any:
+        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+        return np.transpose(self, axes or None)
+
+    def swapaxes(self, a: int, b: int) -> Any:
+        return np.swapaxes(self, a, b)
+
+    def squeeze(self, axis: Any = None) -> Any:
+        return np.squeeze(self, axis)
+
+    def dot(self, other: Any) -> Any:
+        return np.dot(self, other)
+
+
+def _method(f: Callable, name: str) -> Callable:
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return f(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+for _name in ("sum", "mean", "prod", "max", "min", "std", "var", "cumsum", "cumprod", "argmax",
+              "argmin", "any", "all", "clip", "round", "trace", "diagonal", "repeat"):  # fmt: skip
+    setattr(Batched, _name, _method(getattr(np, _name), _name))
+
+
+def _binary(ufunc: np.ufunc, name: str, reflected: bool = False) -> Callable:
+    def op(self: Any, other: Any) -> Any:
+        if isinstance(other, Node):
+            return NotImplemented  # the node's reflected operator records it
+        return ufunc(other, self) if reflected else ufunc(self, other)
+
+    op.__name__ = name
+    return op
+
+
+for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                      ("truediv", np.true_divide), ("floordiv", np.floor_divide),
+                      ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul),
+                      ("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
+                      ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal),
+                      ("and", np.logical_and), ("or", np.logical_or)):  # fmt: skip
+    setattr(Batched, f"__{_name}__", _binary(_ufunc, f"__{_name}__"))
+    if _name not in ("lt", "le", "gt", "ge", "eq", "ne"):
+        setattr(Batched, f"__r{_name}__", _binary(_ufunc, f"__r{_name}__", reflected=True))
+Batched.__neg__ = lambda self: np.negative(self)  # type: ignore[method-assign]
+Batched.__pos__ = lambda self: self  # type: ignore[method-assign]
+Batched.__abs__ = lambda self: np.abs(self)  # type: ignore[method-assign]
+Batched.__invert__ = lambda self: np.invert(self)  # type: ignore[method-assign]
+Batched.__hash__ = object.__hash__  # type: ignore[method-assign]
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _holds_node(args: tuple) -> bool:
+    for a in args:
+        if isinstance(a, Node):
+            return True
+        if type(a) is list or type(a) is tuple:
+            if _holds_node(a):
+                return True
+    return False
+
+
+def _plain_rule(f: Callable) -> Callable | None:
+    """The batching rule of ``f`` from ``sensitivities.batching`` (plain NumPy, batch
+    first), adapted to batched values; None where there is none."""
+    rule = _plain_batching_rule_of(f)
+    if rule is None:
+        return None
+
+    def adapted(func, args, kwargs, level):
+        batched = tuple(_at(a, level) for a in args)
+        if _is_batched_anywhere(tuple(kwargs.values()), level) or any(
+            not flag and _is_batched_anywhere(a, level) for a, flag in zip(args, batched)
+        ):
+            return _loop(func, args, kwargs, level)
+        out = rule(
+            tuple(a.data if flag else a for a, flag in zip(args, batched)), batched, **kwargs
+        )
+        if out is NotImplemented:
+            return _loop(func, args, kwargs, level)
+        return _wrap(out, level)
+
+    return adapted
+
+
+def _first_node(args: tuple) -> Any:
+    for a in args:
+        if isinstance(a, Node):
+            return a
+        if type(a) is list or type(a) is tuple:
+            found = _first_node(a)
+            if found is not None:
+                return found
+    return None
+
+
+def _top_level(args: Any) -> int:
+    level = None
+    for a in args:
+        if isinstance(a, Batched):
+            if level is None or a.level > level:
+                level = a.level
+        elif type(a) is list or type(a) is tuple:
+            inner = _top_level(a)
+            if inner is not None and (level is None or inner > level):
+                level = inner
+    return level
+
+
+def _at(a: Any, level: int) -> bool:
+    return isinstance(a, Batched) and a.level == level
+
+
+def _size(args: Any, level: int) -> int:
+    for a in args:
+        if _at(a, level):
+            return a.batch_size
+        if type(a) is list or type(a) is tuple:
+            n = _size(a, level)
+            if n is not None:
+                return n
+    return None
+
+
+def _logical_ndim(a: Any, level: int) -> int:
+    return np.ndim(a.data) - 1 if _at(a, level) else np.ndim(a)
+
+
+def _padded(a: Any, rank: int) -> Any:
+    """The data of a batched ``a`` with length-1 axes after the batch, up to ``rank``
+    axes of one example: so that it broadcasts as ``a`` would, batch first."""
+    missing = rank - (np.ndim(a.data) - 1)
+    if missing <= 0:
+        return a.data
+    shape = np.shape(a.data)
+    return np.reshape(a.data, shape[:1] + (1,) * missing + shape[1:])
+
+
+def _wrap(result: Any, level: int) -> Any:
+    if isinstance(result, tuple):
+        return (
+            type(result)(*(_wrap(r, level) for r in result))
+            if hasattr(result, "_fields")
+            else tuple(_wrap(r, level) for r in result)
+        )
+    if isinstance(result, list):
+        return [_wrap(r, level) for r in result]
+    return Batched(result, level)
+
+
+def _axis(axis: Any, ndim: int) -> Any:
+    """A logical ``axis`` (int, tuple or None: all) as an axis of the data."""
+    if axis is None:
+        return tuple(range(1, ndim + 1))
+    if isinstance(axis, (tuple, list)):
+        return tuple(_one_axis(a, ndim) for a in axis)
+    return _one_axis(axis, ndim)
+
+
+def _one_axis(axis: Any, ndim: int) -> int:
+    axis = int(axis)
+    if not -ndim <= axis < max(ndim, 1):
+        raise np.exceptions.AxisError(axis, ndim)
+    return axis % max(ndim, 1) + 1
+
+
+# -- batching rules -----------------------------------------------------------------------
+
+
+def _elementwise(f: Callable, inputs: tuple, kwargs: dict, level: int) -> Any:
+    """A broadcasting function: every batched argument's data padded to the same rank,
+    the unbatched ones as they are (they broadcast from the right)."""
+    values = list(inputs) + list(kwargs.values())
+    rank = max((_logical_ndim(a, level) for a in values), default=0)
+    args = [_padded(a, rank) if _at(a, level) else a for a in inputs]
+    if f is np.multiply and not kwargs and len(args) == 2:
+        product = _outer_product(args[0], args[1])
+        if product is not None:
+            return Batched(product, level)
+    kw = {k: (_padded(v, rank) if _at(v, level) else v) for k, v in kwargs.items()}
+    return _wrap(f(*args, **kw), level)
+
+
+def _outer_product(a: Any, b: Any) -> Any:
+    """``a * b`` by ``einsum`` where it is a large outer product (batched per-example
+    gradients of a matmul: ``x[:, :, None] * ybar[:, None, :]``), which NumPy's
+    broadcasting multiplies at a third of einsum's speed; None where it is not."""
+    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != b.ndim:
+        return None
+    if a.dtype != b.dtype or a.dtype.kind not in "fc" or a.ndim > 20:
+        return None
+    sa, sb = a.shape, b.shape
+    outer = False
+    ta, tb, out, shape_a, shape_b = [], [], [], [], []
+    for k, (n, m) in enumerate(zip(sa, sb)):
+        letter = string.ascii_letters[k]
+        if n == m:
+            ta.append(letter)
+            tb.append(letter)
+            shape_a.append(n)
+            shape_b.append(m)
+        elif n == 1:
+            tb.append(letter)
+            shape_b.append(m)
+            outer = True
+        elif m == 1:
+            ta.append(letter)
+            shape_a.append(n)
+            outer = True
+        else:
+            return None
+        out.append(letter)
+    size = int(np.prod(np.broadcast_shapes(sa, sb), dtype=np.int64))
+    if not outer or size < 1 << 15:
+        return None
+    spec = "".join(ta) + "," + "".join(tb) + "->" + "".join(out)
+    result = np.einsum(spec, a.reshape(shape_a), b.reshape(shape_b))
+    return result.reshape(np.broadcast_shapes(sa, sb))
+
+
+def _elementwise_function(func, args, kwargs, level):
+    return _elementwise(func, args, kwargs, level)
+
+
+_SIGNATURES: dict = {}
+
+
+def _bound(func: Callable, args: tuple, kwargs: dict) -> inspect.BoundArguments:
+    sig = _SIGNATURES.get(func)
+    if sig is None:
+        sig = _SIGNATURES[func] = inspect.signature(func)
+    return sig.bind(*args, **kwargs)
+
+
+def _call_bound(func: Callable, bound: inspect.BoundArguments) -> Any:
+    return func(*bound.args, **bound.kwargs)
+
+
+def _shifted_axis(func, args, kwargs, level, default=None, flattens=False, name="axis"):
+    """A function of one array and an ``axis`` (a reduction, a scan, a sort): the data
+    with the axis shifted past the batch. ``flattens``: ``axis=None`` means the flattened
+    array (``cumsum``, ``argmax``), else all axes (``sum``)."""
+    x = args[0]
+    rest = list(args[1:])
+    kwargs = dict(kwargs)
+    if not _at(x, level):
+        return _loop(func, args, kwargs, level)
+    if rest:
+        axis = rest.pop(0)
+        had_position = True
+    else:
+        axis = kwargs.pop(name, default)
+        had_position = False
+    if any(_at(a, level) for a in rest) or any(_at(v, level) for v in kwargs.values()):
+        return _loop(func, args, kwargs if had_position else dict(kwargs, **{name: axis}), level)
+    data = x.data
+    ndim = np.ndim(data) - 1
+    if axis is None and flattens:
+        data = np.reshape(data, (np.shape(data)[0], -1))
+        new_axis: Any = 1
+    elif axis is None and ndim == 0:
+        new_axis = None if not flattens else 1
+        if new_axis is None:
+            # a reduction over all axes of a scalar: over none of the data's
+            new_axis = ()
+    else:
+        new_axis = _axis(axis, ndim)
+    if had_position:
+        result = func(data, new_axis, *rest, **kwargs)
+    else:
+        result = func(data, **{name: new_axis}, **kwargs)
+    return _wrap(result, level)
+
+
+def _reduction(default=None, flattens=False, name="axis"):
+    def rule(func, args, kwargs, level):
+        return _shifted_axis(func, args, kwargs, level, default, flattens, name)
+
+    return rule
+
+
+def _batched_all(args: tuple, level: int) -> tuple[list, int]:
+    n = _size(args, level)
+    return [a.data if _at(a, level) else _broadcast_data(a, n) for a in args], n
+
+
+def _broadcast_data(a: Any, n: int) -> Any:
+    return np.broadcast_to(np.expand_dims(a, 0), (n,) + np.shape(a))
+
+
+def _reshape(func, args, kwargs, level):
+    bound = _bound(func, args, kwargs)
+    a = bound.arguments.pop("a")
+    shape = bound.arguments.pop("shape", None)
+    if shape is None:
+        shape = bound.arguments.pop("newshape", None)
+    if not _at(a, level) or _is_batched_anywhere(shape, level):
+        return _loop(func, args, kwargs, level)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    order = bound.arguments.get("order", "C")
+    return Batched(np.reshape(a.data, (a.batch_size,) + shape, order=order), level)
+
+
+def _is_batched_anywhere(x: Any, level: int) -> bool:
+    if _at(x, level):
+        return True
+    if isinstance(x, (tuple, list)):
+        return any(_is_batched_anywhere(v, level) for v in x)
+    return False
+
+
+def _transpose(func, args, kwargs, level):
+    bound = _bound(func, args, kwargs)
+    a = bound.arguments["a"]
+    axes = bound.arguments.get("axes")
+    ndim = np.ndim(a.data) - 1
+    if axes is None:
+        axes = tuple(range(ndim - 1, -1, -1))
+    axes = (0,) + tuple(int(k) % max(ndim, 1) + 1 for k in axes)
+    return Batched(np.transpose(a.data, axes), level)
+
+
+def _axes_rule(*names: str, extra: int = 0):
+    """A function of one array whose arguments ``names`` are axes of it (``moveaxis``'s
+    source and destination, ``swapaxes``, ``diagonal``'s axis1 and axis2); ``extra``
+    for functions that add axes (``expand_dims``: the result's rank)."""
+
+    def rule(func, args, kwargs, level):
+        bound = _bound(func, args, kwargs)
+        params = list(bound.signature.parameters)
+        first = params[0]
+        a = bound.arguments[first]
+        if not _at(a, level) or any(
+            _at(v, level) for k, v in bound.arguments.items() if k != first
+        ):
+            return _loop(func, args, kwargs, level)
+        ndim = np.ndim(a.data) - 1
+        rank = ndim + (extra(bound) if callable(extra) else extra)
+        for name in names:
+            value = bound.arguments.get(name, bound.signature.parameters[name].default)
+            if value is None or value is inspect.Parameter.empty:
+                return _loop(func, args, kwargs, level)  # None: the flattened array
+            bound.arguments[name] = _axis(value, rank)
+        bound.arguments[first] = a.data
+        return _wrap(_call_bound(func, bound), level)
+
+    return rule
+
+
+def _expand_rank(bound) -> int:
+    axis = bound.arguments["axis"]
+    return len(axis) if isinstance(axis, (tuple, list)) else 1
+
+
+def _squeeze(func, args, kwargs, level):
+    bound = _bound(func, args, kwargs)
+    a = bound.arguments["a"]
+    axis = bound.arguments.get("axis")
+    shape = a.shape
+    if axis is None:
+        axis = tuple(k for k, n in enumerate(shape) if n == 1)
+    return Batched(np.squeeze(a.data, _axis(axis, len(shape))), level)
+
+
+def _ravel(func, args, kwargs, level):
+    a = args[0]
+    order = args[1] if len(args) > 1 else kwargs.get("order", "C")
+    if order not in ("C", "A", "K") or len(args) + len(kwargs) > 2:
+        return _loop(func, args, kwargs, level)
+    return Batched(np.reshape(a.data, (a.batch_size, -1)), level)
+
+
+def _broadcast_to(func, args, kwargs, level):
+    bound = _bound(func, args, kwargs)
+    a, shape = bound.arguments["array"], bound.arguments["shape"]
+    if _is_batched_anywhere(shape, level):
+        return _loop(func, args, kwargs, level)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    data = _padded(a, len(shape))
+    return Batched(np.broadcast_to(data, (a.batch_size,) + shape), level)
+
+
+def _joined(func, args, kwargs, level, stacking: bool):
+    bound = _bound(func, args, kwargs)
+    arrays = list(bound.arguments["arrays"])
+    axis = bound.arguments.get("axis", 0)
+    n = _size(arrays, level)
+    if any(_is_batched_anywhere(v, level) for k, v in bound.arguments.items() if k != "arrays"):
+        return _loop(func, args, kwargs, level)
+    if axis is None and not stacking:
+        arrays = [np.ravel(a) for a in arrays]
+        axis = 0
+    ndim = max(_logical_ndim(a, level) for a in arrays)
+    datas = [a.data if _at(a, level) else _broadcast_data(a, n) for a in arrays]
+    bound.arguments["arrays"] = datas
+    bound.arguments["axis"] = _one_axis(axis, ndim + 1 if stacking else ndim)
+    return Batched(_call_bound(func, bound), level)
+
+
+def _concatenate(func, args, kwargs, level):
+    return _joined(func, args, kwargs, level, stacking=False)
+
+
+def _stack(func, args, kwargs, level):
+    return _joined(func, args, kwargs, level, stacking=True)
+
+
+def _where(func, args, kwargs, level):
+    if len(args) + len(kwargs) != 3:
+        return _loop(func, args, kwargs, level)
+    return _elementwise(func, args, kwargs, level)
+
+
+def _like(func, args, kwargs, level):
+    bound = _bound(func, args, kwargs)
+    a = bound.arguments.pop("a" if "a" in bound.arguments else "prototype")
+    if bound.arguments.get("shape") is not None:
+        return _loop(func, args, kwargs, level)
+    if any(_at(v, level) for v in bound.arguments.values()):
+        return _loop(func, args, kwargs, level)
+    return Batched(func(a.data, *bound.args[1:], **bound.kwargs), level)
+
+
+def _copy(func, args, kwargs, level):
+    return Batched(np.copy(args[0].data), level)
+
+
+def _matmul_operands(a: Any, b: Any, level: int) -> tuple[Any, Any, bool, bool, int]:
+    """The operands of a batched matmul: 1-d ones made matrices (to be squeezed after),
+    batched ones padded to a common rank so that the batch axes line up."""
+    a_vec = _logical_ndim(a, level) == 1
+    b_vec = _logical_ndim(b, level) == 1
+    da = a.data if _at(a, level) else a
+    db = b.data if _at(b, level) else b
+    if a_vec:
+        da = np.expand_dims(da, -2)
+    if b_vec:
+        db = np.expand_dims(db, -1)
+    ra = _logical_ndim(a, level) + a_vec
+    rb = _logical_ndim(b, level) + b_vec
+    rank = max(ra, rb)
+    if _at(a, level) and ra < rank:
+        s = np.shape(da)
+        da = np.reshape(da, s[:1] + (1,) * (rank - ra) + s[1:])
+    if _at(b, level) and rb < rank:
+        s = np.shape(db)
+        db = np.reshape(db, s[:1] + (1,) * (rank - rb) + s[1:])
+    return da, db, a_vec, b_vec, rank
+
+
+def _matmul(func, args, kwargs, level):
+    if len(args) != 2 or kwargs:
+        return _loop(func, args, kwargs, level)
+    a, b = args
+    if _logical_ndim(a, level) == 0 or _logical_ndim(b, level) == 0:
+        raise ValueError("matmul: input operand does not have enough dimensions")
+    da, db, a_vec, b_vec, _ = _matmul_operands(a, b, level)
+    out = np.matmul(da, db)
+    if b_vec:
+        out = out[..., 0]
+    if a_vec:
+        out = out[..., 0, :] if not b_vec else out[..., 0]
+    return Batched(out, level)
+
+
+def _dot(func, args, kwargs, level):
+    if len(args) != 2 or kwargs:
+        return _loop(func, args, kwargs, level)
+    a, b = args
+    na, nb = _logical_ndim(a, level), _logical_ndim(b, level)
+    if na == 0 or nb == 0:
+        return _elementwise(np.multiply, (a, b), {}, level)
+    if nb <= 2:
+        return _matmul(np.matmul, (a, b), {}, level)
+    return _loop(func, args, kwargs, level)
+
+
+def _inner(func, args, kwargs, level):
+    a, b = args
+    if _logical_ndim(a, level) == 1 and _logical_ndim(b, level) == 1:
+        return _matmul(np.matmul, (a, b), {}, level)
+    return _loop(func, args, kwargs, level)
+
+
+def _outer(func, args, kwargs, level):
+    a, b = args
+    da = np.reshape(a.data, (a.batch_size, -1, 1)) if _at(a, level) else np.reshape(a, (-1, 1))
+    db = np.reshape(b.data, (b.batch_size, 1, -1)) if _at(b, level) else np.reshape(b, (1, -1))
+    return Batched(da * db, level)
+
+
+def _einsum(func, args, kwargs, level):
+    if not args or not isinstance(args[0], str) or kwargs.get("out") is not None:
+        return _loop(func, args, kwargs, level)
+    subscripts = args[0].replace(" ", "")
+    operands = list(args[1:])
+    if "->" in subscripts:
+        inputs, output = subscripts.split("->")
+    else:
+        inputs = subscripts
+        letters = inputs.replace(",", "").replace(".", "")
+        output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+        if "..." in inputs:
+            output = "..." + output
+    terms = inputs.split(",")
+    free = [c for c in string.ascii_letters if c not in subscripts]
+    if len(terms) != len(operands) or not free:
+        return _loop(func, args, kwargs, level)
+    letter = free[0]
+    datas = []
+    for k, op in enumerate(operands):
+        if _at(op, level):
+            datas.append(op.data)
+            terms[k] = letter + terms[k]
+        else:
+            datas.append(op)
+    spec = ",".join(terms) + "->" + letter + output
+    return Batched(np.einsum(spec, *datas, **kwargs), level)
+
+
+def _core_matrix(func, args, kwargs, level):
+    """A ``linalg`` function of stacks of matrices, batched over the stack."""
+    a = args[0]
+    if not _at(a, level) or any(_at(v, level) for v in args[1:] + tuple(kwargs.values())):
+        return _loop(func, args, kwargs, level)
+    return _wrap(func(a.data, *args[1:], **kwargs), level)
+
+
+def _solve(func, args, kwargs, level):
+    a, b = args[0], args[1]
+    if kwargs or len(args) != 2:
+        return _loop(func, args, kwargs, level)
+    vector = _logical_ndim(b, level) == 1
+    da = a.data if _at(a, level) else a
+    db = b.data if _at(b, level) else b
+    n = _size(args, level)
+    if not _at(a, level):
+        da = _broadcast_data(da, n)
+    if not _at(b, level):
+        db = _broadcast_data(db, n)
+    if vector:
+        db = db[..., None]
+    # the stacks of one example broadcast from the right: line them up after the batch
+    while np.ndim(db) < np.ndim(da):
+        db = np.expand_dims(db, 1)
+    while np.ndim(da) < np.ndim(db):
+        da = np.expand_dims(da, 1)
+    out = np.linalg.solve(da, db)
+    return Batched(out[..., 0] if vector else out, level)
+
+
+def _norm(func, args, kwargs, level):
+    bound = _bound(func, args, kwargs)
+    x = bound.arguments.pop("x")
+    ord = bound.arguments.get("ord")
+    axis = bound.arguments.get("axis")
+    keepdims = bound.arguments.get("keepdims", False)
+    if not _at(x, level) or _at(ord, level):
+        return _loop(func, args, kwargs, level)
+    ndim = np.ndim(x.data) - 1
+    data = x.data
+    if axis is None:
+        if ord is None:
+            if keepdims:
+                return _loop(func, args, kwargs, level)
+            data = np.reshape(data, (x.batch_size, -1))
+            return Batched(np.linalg.norm(data, axis=1), level)
+        axis = tuple(range(ndim))
+    return Batched(np.linalg.norm(data, ord=ord, axis=_axis(axis, ndim), keepdims=keepdims), level)
+
+
+def _query(func, args, kwargs, level):
+    """A function of shapes and dtypes only (``np.shape``, ``np.result_type``): asked of
+    one example."""
+    return func(*_example(args, level, 0), **_example_kw(kwargs, level, 0))
+
+
+def _example(args: Any, level: int, b: int) -> Any:
+    out = []
+    for a in args:
+        if _at(a, level):
+            out.append(a.data[b])
+        elif type(a) is list or type(a) is tuple:
+            out.append(type(a)(_example(a, level, b)))
+        else:
+            out.append(a)
+    return out
+
+
+def _example_kw(kwargs: dict, level: int, b: int) -> dict:
+    return {k: _example((v,), level, b)[0] for k, v in kwargs.items()}
+
+
+def _shape_query(func, args, kwargs, level):
+    a = args[0]
+    if func is np.shape:
+        return a.shape
+    if func is np.ndim:
+        return a.ndim
+    if func is np.size:
+        axis = args[1] if len(args) > 1 else kwargs.get("axis")
+        return a.size if axis is None else a.shape[axis]
+    return _query(func, args, kwargs, level)
+
+
+def _created(func, args, kwargs, level):
+    """``np.asarray(c, like=x)`` and the like: a constant, the same for every example."""
+    kwargs = {k: v for k, v in kwargs.items() if k != "like"}
+    if _is_batched_anywhere(tuple(args) + tuple(kwargs.values()), level):
+        return _loop(func, args, kwargs, level)
+    return func(*args, **kwargs)
+
+
+_RULES: dict[Any, Callable] = {}
+
+
+def _register(rule: Callable, *funcs: Any) -> None:
+    for f in funcs:
+        _RULES[f] = rule
+
+
+_register(_reduction(), np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.std,
+          np.var, np.any, np.all, np.nansum, np.nanmean, np.nanmax, np.nanmin, np.nanprod,
+          np.ptp, np.median, np.count_nonzero)  # fmt: skip
+_register(_reduction(flattens=True), np.cumsum, np.cumprod, np.argmax, np.argmin,
+          np.nancumsum, np.nancumprod)  # fmt: skip
+_register(_reduction(default=-1, flattens=True), np.sort, np.argsort)
+_register(_reduction(default=-1), np.diff)
+_register(_reduction(default=0), np.flip)
+_register(_reshape, np.reshape)
+_register(_transpose, np.transpose)
+_register(_axes_rule("source", "destination"), np.moveaxis)
+_register(_axes_rule("axis1", "axis2"), np.swapaxes)
+_register(_axes_rule("axis1", "axis2"), np.diagonal, np.trace)
+_register(_axes_rule("axis", extra=_expand_rank), np.expand_dims)
+_register(_axes_rule("axis"), np.take, np.roll, np.repeat)
+_register(_squeeze, np.squeeze)
+_register(_ravel, np.ravel)
+_register(_broadcast_to, np.broadcast_to)
+_register(_concatenate, np.concatenate)
+_register(_stack, np.stack)
+_register(_where, np.where)
+_register(_elementwise_function, np.clip, np.nan_to_num, np.sinc, np.i0, np.real, np.imag,
+          np.angle, np.real_if_close, np.round, np.around, np.isclose)  # fmt: skip
+_register(_like, np.zeros_like, np.ones_like, np.empty_like, np.full_like)
+_register(_copy, np.copy)
+_register(_created, np.asarray, np.array, np.asanyarray, np.ascontiguousarray, np.eye,
+          np.zeros, np.ones, np.full, np.empty, np.arange, np.identity)  # fmt: skip
+_register(_matmul, np.matmul)
+_register(_dot, np.dot)
+_register(_inner, np.inner, np.vdot)
+_register(_outer, np.outer)
+_register(_einsum, np.einsum)
+_register(_core_matrix, np.linalg.inv, np.linalg.det, np.linalg.slogdet, np.linalg.cholesky,
+          np.linalg.eigh, np.linalg.eigvalsh, np.linalg.svd, np.linalg.qr, np.linalg.pinv,
+          np.linalg.matrix_power, np.linalg.eig, np.linalg.eigvals)  # fmt: skip
+_register(_solve, np.linalg.solve)
+_register(_norm, np.linalg.norm)
+_register(_shape_query, np.shape, np.ndim, np.size)
+_register(_query, np.iscomplexobj, np.isrealobj, np.result_type, np.can_cast, np.min_scalar_type)
+
+# tril/triu act on the last two axes only: correct as elementwise only where the example
+# is at least a matrix; the elementwise rule pads lower ranks, so guard them
+_RULES[np.tril] = _RULES[np.triu] = lambda func, args, kwargs, level: (
+    _wrap(func(args[0].data, *args[1:], **kwargs), level)
+    if _at(args[0], level) and args[0].ndim >= 2
+    else _loop(func, args, kwargs, level)
+)
+_RULES[np.isclose] = _elementwise_function
+
+
+# -- indexing ----------------------------------------------------------------------------
+
+
+def _getitem(x: Batched, index: Any) -> Any:
+    level = x.level
+    index = index if isinstance(index, tuple) else (index,)
+    if _is_batched_anywhere(index, level) or any(isinstance(i, Node) for i in index):
+        return _loop(_index, (x, index), {}, level)
+    advanced = _advanced(index)
+    out = x.data[(slice(None),) + index]
+    if len(advanced) > 1 and advanced[-1] - advanced[0] + 1 != len(advanced):
+        # non-adjacent advanced indices: NumPy puts their axes first, before the batch
+        bdims = np.broadcast(*[np.asarray(index[k]) for k in advanced]).ndim
+        out = np.moveaxis(out, bdims, 0)
+    return Batched(out, level)
+
+
+def _advanced(index: tuple) -> list:
+    """The positions of the advanced (array) indices in ``index``."""
+    return [
+        k
+        for k, i in enumerate(index)
+        if not (i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer)))
+    ]
+
+
+def _index(x: Any, index: Any) -> Any:
+    return x[index]
+
+
+# -- the loop fallback -------------------------------------------------------------------
+
+
+def _enter_or_loop(func: Callable, args: tuple, kwargs: dict, level: int) -> Any:
+    """A function with no batching rule: NumPy's own Python code run on the batched
+    values, its inner calls batched in turn; where that cannot work, the loop."""
+    inner = getattr(func, "_implementation", None)
+    if inner is not None and not isinstance(func, np.ufunc):
+        try:
+            return inner(*args, **kwargs)
+        except (BatchedControlFlowError, TypeError, ValueError):
+            pass
+    return _loop(func, args, kwargs, level)
+
+
+def _loop(func: Callable, args: tuple, kwargs: dict, level: int) -> Any:
+    """``func`` once per example, the results stacked: right for every function, at the
+    price of a Python loop over the batch. Reported under ``report=True`` or
+    ``tape.debug()``."""
+    n = _size(tuple(args) + tuple(kwargs.values()), level)
+    if _reporting.get() or _debugging():
+        warnings.warn(
+            f"vmap: {function_name(func)} has no batching rule, so it ran once per example "
+            f"({n} times) at {_user_line()}",
+            VmapFallbackWarning,
+            stacklevel=2,
+        )
+    results = [func(*_example(args, level, b), **_example_kw(kwargs, level, b)) for b in range(n)]
+    return _stacked(results, level)
+
+
+def _debugging() -> bool:
+    observer = observing.get()
+    while isinstance(observer, _Broadcaster):
+        observer = observer.previous
+    return observer is not None
+
+
+def _stacked(results: list, level: int) -> Any:
+    first = results[0]
+    if isinstance(first, (tuple, list)):
+        parts = [_stacked([r[k] for r in results], level) for k in range(len(first))]
+        if hasattr(first, "_fields"):
+            return type(first)(*parts)
+        return type(first)(parts)
+    return Batched(np.stack(results), level)
+
+
+# -- in and out of the batch, recorded where the values are nodes -------------------------
+
+
+@primitive
+def batch_in(x: Any, axis: int, level: int) -> Any:
+    """``x`` batched along ``axis`` at ``level``; on a node, a recorded call."""
+    if isinstance(x, Node):
+        return batch_in(x, axis, level)
+    return Batched(np.moveaxis(x, axis, 0), level)
+
+
+@primitive
+def batch_out(y: Any, axis: int, level: int, size: int) -> Any:
+    """The batch of ``y`` at ``level`` as axis ``axis`` of a plain value (an unbatched
+    ``y`` is broadcast ``size`` times)."""
+    if isinstance(y, Node):
+        return batch_out(y, axis, level, size)
+    if _at(y, level):
+        return np.moveaxis(y.data, 0, axis)
+    return np.moveaxis(_broadcast_data(y, size), 0, axis)
+
+
+@primitive
+def broadcast(x: Any, level: int, size: int) -> Any:
+    """An unbatched ``x`` as a batch of ``size`` copies at ``level``."""
+    if isinstance(x, Node):
+        return broadcast(x, level, size)
+    return Batched(_broadcast_data(x, size), level)
+
+
+@primitive
+def batch_sum(y: Any, level: int) -> Any:
+    """The sum over the batch at ``level``: the transpose of ``broadcast``."""
+    if isinstance(y, Node):
+        return batch_sum(y, level)
+    if _at(y, level):
+        return np.sum(y.data, axis=0)
+    raise TypeError("batch_sum of a value that is not batched at its level")
+
+
+@sensitivity(batch_in, 0)
+def _(y, ybar, x, axis, level):
+    return batch_out(ybar, axis, level, np.shape(value_of(x))[axis])
+
+
+@sensitivity(batch_out, 0)
+def _(y, ybar, x, axis, level, size):
+    return batch_in(ybar, axis, level)
+
+
+@sensitivity(broadcast, 0)
+def _(y, ybar, x, level, size):
+    if not _at(value_of(ybar), level):
+        return ybar * size
+    return batch_sum(ybar, level)
+
+
+@sensitivity(batch_sum, 0)
+def _(y, ybar, x, level):
+    return broadcast(ybar, level, value_of(x).batch_size)
+
+
+# Forward rules, in the engine's form (a leading axis of directions): all four are linear,
+# so each pushes a tangent as it pushes a value, the directions one axis further in.
+_engine_pushforward(batch_in, 0)(lambda y, xdot, x, axis, level: batch_in(xdot, axis + 1, level))
+_engine_pushforward(batch_out, 0)(
+    lambda y, xdot, x, axis, level, size: batch_out(xdot, axis + 1, level, size)
+)
+_engine_pushforward(broadcast, 0)(lambda y, xdot, x, level, size: broadcast(xdot, level, size))
+
+
+@_engine_pushforward(batch_sum, 0)
+def _(y, xdot, x, level):
+    if not _at(value_of(xdot), level):
+        return xdot * value_of(x).batch_size
+    return batch_sum(xdot, level)
+
+
+_OWN = (batch_in, batch_out, broadcast, batch_sum)
+
+
+# -- closures over nodes of outer tapes ------------------------------------------------------
+
+
+def _batched_at(v: Any, level: int) -> bool:
+    """Whether ``v``'s plain value holds the batch of ``level`` (at any depth)."""
+    v = value_of(v)
+    while isinstance(v, Batched):
+        if v.level == level:
+            return True
+        if v.level < level:
+            return False
+        v = v.data
+    return False
+
+
+class _Broadcaster:
+    """The context's observer during a ``vmap`` call: a Branch of a tape made before
+    the call, whose value is batched at this level, with an argument that is not (a
+    node the function closed over) gets that argument through a recorded ``broadcast``,
+    so that the reverse pass sums its adjoint over the batch."""
+
+    __slots__ = ("level", "size", "previous", "propagated", "anomaly", "forward")
+
+    def __init__(self, level: int, size: int, previous: Any) -> None:
+        self.level, self.size, self.previous = level, size, previous
+        # what tape.debug() reads of the observer it nests in, and the reverse pass's check
+        self.propagated = getattr(previous, "propagated", None)
+        self.anomaly = getattr(previous, "anomaly", False)
+        self.forward = getattr(previous, "forward", True)
+
+    def recorded(self, record: Any) -> None:
+        tape = record.tape
+        if (
+            isinstance(record, Branch)
+            and tape.level < self.level
+            and not isinstance(tape, ForwardTape)
+            and record.f not in _OWN
+            and _batched_at(record.value, self.level)
+        ):
+            self._broadcast_arguments(record, tape)
+        if self.previous is not None:
+            self.previous.recorded(record)
+
+    def _broadcast_arguments(self, record: Any, tape: Any) -> None:
+        args = list(record.args)
+        changed = False
+        for i in record.node_args:
+            a = args[i]
+            if isinstance(a, Node):
+                if a.tape is tape and not _batched_at(a, self.level):
+                    args[i] = self._broadcast(record, tape, a)
+                    changed = True
+            else:
+                elements = list(a)
+                for j, b in enumerate(elements):
+                    if isinstance(b, Node) and b.tape is tape and not _batched_at(b, self.level):
+                        elements[j] = self._broadcast(record, tape, b)
+                        changed = True
+                args[i] = type(a)(elements)
+        if changed:
+            record.args = tuple(args)
+
+    def _broadcast(self, record: Any, tape: Any, node: Any) -> Any:
+        # the broadcast goes before the record that uses it, so that the reverse pass
+        # (backwards) meets the record first
+        assert tape.records[-1] is record
+        tape.records.pop()
+        token = observing.set(self.previous)
+        try:
+            b = broadcast(node, self.level, self.size)
+        finally:
+            observing.reset(token)
+        record.pos = len(tape.records)
+        tape.records.append(record)
+        return b
+
+
+# -- vmap --------------------------------------------------------------------------------
+
+
+def _axes_tree(spec: Any, tree: Any, what: str) -> list:
+    """``spec`` (an int, None, or a tree matching ``tree``'s structure, or a prefix of
+    it) as one axis per leaf of ``tree``."""
+    leaves, treedef = tree_flatten(tree)
+    if spec is None or isinstance(spec, (int, np.integer)):
+        return [spec] * len(leaves)
+    if treedef is None:
+        raise ValueError(f"vmap: {what} {spec!r} does not match a single array")
+    (kind, info), defs = treedef
+    if kind == "dict":
+        if not isinstance(spec, dict) or set(spec) != set(info[1]):
+            raise ValueError(f"vmap: {what} {spec!r} does not match the structure of {tree!r}")
+        children = [spec[k] for k in info[1]]
+        subtrees = [tree[k] for k in info[1]]
+    else:
+        if not isinstance(spec, (tuple, list)) or len(spec) != len(defs):
+            raise ValueError(
+                f"vmap: {what} {spec!r} does not match the structure of the value "
+                f"({len(defs)} entries)"
+            )
+        children = list(spec)
+        subtrees = list(tree)
+    out: list = []
+    for s, t in zip(children, subtrees):
+        out += _axes_tree(s, t, what)
+    return out
+
+
+def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = False) -> Callable:
+    """``f``, written for one example, run over a batch: ``vmap(f)(X)`` is
+    ``np.stack([f(x) for x in X])``, computed with NumPy's own vectorisation.
+
+    ``in_axes`` says where each argument's batch axis is, as in JAX: an int for all
+    arguments, ``None`` for an argument that is the same for every example, or a tuple
+    (one entry per positional argument, each an int, None, or a container matching
+    that argument's structure). ``out_axes`` says where the batch goes in the outputs,
+    likewise (``None`` for an output that does not depend on the batch). Arguments and
+    outputs may be tuples, lists, dicts and namedtuples of arrays.
+
+    It composes with the other transforms both ways round: ``vmap(grad(f))`` gives
+    per-example gradients, ``grad`` of a function that calls ``vmap`` differentiates
+    through the batch, and ``vmap(vmap(f))``, ``vmap(jvp(...))``, ``jacobian(vmap(f))``,
+    ``checkpoint``, ``stop_gradient`` and ``at`` work inside. Python control flow that
+    depends on a batched value raises ``BatchedControlFlowError`` naming the line.
+
+    A NumPy function with no batching rule runs once per example (the loop fallback);
+    ``report=True`` (or running under ``tape.debug()``) warns where that happens.
+
+    >>> import numpy as np
+    >>> from tape import vmap, grad
+    >>> X = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    >>> vmap(lambda x: x @ x)(X)
+    array([ 5., 25., 61.])
+    >>> w = np.array([0.5, -1.0])
+    >>> loss = lambda w, x: np.tanh(x @ w) ** 2
+    >>> per_example = vmap(grad(loss, argnums=0), in_axes=(None, 0))(w, X)
+    >>> per_example.shape
+    (3, 2)
+    >>> np.allclose(per_example[1], grad(loss, argnums=0)(w, X[1]))
+    True
+    """
+
+    @functools.wraps(f)
+    def batched(*args: Any, **kwargs: Any) -> Any:
+        spec = in_axes
+        if isinstance(spec, list):
+            spec = tuple(spec)
+        if isinstance(spec, tuple) and len(spec) != len(args):
+            raise ValueError(
+                f"vmap: in_axes has {len(spec)} entries but {getattr(f, '__name__', 'f')} "
+                f"was called with {len(args)} positional arguments"
+            )
+        if isinstance(spec, dict):
+            raise TypeError(
+                "vmap: in_axes is an int, None, or a tuple with one entry per positional "
+                "argument (a dict goes inside that tuple, for a dict argument)"
+            )
+        axes = _axes_tree(spec, tuple(args), "in_axes") if args else []
+        leaves, treedef = tree_flatten(tuple(args))
+        sizes = set()
+        for leaf, axis in zip(leaves, axes):
+            if axis is None:
+                continue
+            shape = np.shape(value_of(leaf))
+            if not -len(shape) <= axis < len(shape):
+                raise ValueError(
+                    f"vmap: in_axes {axis} is out of range for an argument of shape {shape}"
+                )
+            sizes.add(shape[axis])
+        if not sizes:
+            raise ValueError("vmap: no argument is batched (in_axes is None for all of them)")
+        if len(sizes) > 1:
+            raise ValueError(
+                f"vmap: the batched arguments disagree on the batch size: {sorted(sizes)}"
+            )
+        size = sizes.pop()
+        level = Tape().level
+        ins = []
+        for leaf, axis in zip(leaves, axes):
+            if axis is None:
+                ins.append(leaf)
+            else:
+                ins.append(batch_in(leaf, axis % np.ndim(value_of(leaf)), level))
+        previous = observing.get()
+        token = observing.set(_Broadcaster(level, size, previous))
+        report_token = _reporting.set(report or _reporting.get())
+        try:
+            out = f(*tree_unflatten(treedef, ins), **kwargs)
+        finally:
+            _reporting.reset(report_token)
+            observing.reset(token)
+        outs, out_def = tree_flatten(out)
+        oaxes = _axes_tree(out_axes, out, "out_axes")
+        results = []
+        for o, axis in zip(outs, oaxes):
+            if axis is None:
+                if _batched_at(o, level):
+                    raise ValueError(
+                        "vmap: out_axes is None for an output that depends on the batch"
+                    )
+                results.append(o)
+                continue
+            if o is None:
+                results.append(None)
+                continue
+            if not _batched_at(o, level) and not isinstance(o, (np.ndarray, Node)):
+                o = np.asarray(o, dtype=np.result_type(o))
+            ndim = np.ndim(value_of(o)) if not _batched_at(o, level) else value_of(o).ndim
+            results.append(batch_out(o, axis % (ndim + 1), level, size))
+        return tree_unflatten(out_def, results)
+
+    return batched
