@@ -125,6 +125,10 @@ KNOWN = {
     "logaddexp2.accumulate", "minimum.accumulate", "nancumprod", "sqrtm", "eigh", "cho_solve",
     "lu_solve", "slogdet", "linalg.eigvals", "fft.ifft2", "sort", "take", "fft.rfft2",
     "pad_copies", "cumulative_prod", "partition", "cumprod",
+    # SciPy's solvers and sparse products run SciPy on the values, which refuses a batch
+    # (a clear BatchedControlFlowError): no batching rules for them yet
+    "ode_solution (solve_ivp)", "implicit_solution (root)", "schur_packed", "sparse_matmul",
+    "sparse_solve", "pattern_matmul", "pattern_solve",
 }  # fmt: skip
 # a ninth of the cases, chosen by name so that the choice is stable
 REAL_CASES = [c for c in CASES if zlib.crc32(c.id.encode()) % 9 == 0 and c.id not in KNOWN]
