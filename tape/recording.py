@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import operator
+import weakref
 from types import MappingProxyType
 from typing import Any, Callable
 
@@ -46,15 +47,104 @@ from .errors import (
 )
 from .mutation import sealed
 
-__all__ = ["Record", "apply", "plain", "innermost_tape", "record_primitive"]
+__all__ = ["Record", "Alias", "apply", "current", "plain", "innermost_tape", "record_primitive"]
 
 
 class Record:
     """What recording needs of a node: its ``value``, its ``tape``, its position ``pos``
-    there, and ``seal``, the fingerprints of the mutable arrays the reverse pass will
-    read (None when there are none). ``tape.Node`` adds the operator surface."""
+    there, ``seal``, the fingerprints of the mutable arrays the reverse pass will read
+    (None when there are none), and ``alias``, None unless the node was written in place
+    or has views (an ``Alias``). ``tape.Node`` adds the operator surface."""
 
-    __slots__ = ("value", "tape", "pos", "seal")
+    __slots__ = ("value", "tape", "pos", "seal", "alias", "__weakref__")
+
+
+class Alias:
+    """What a node written in place, or with views, knows of its versions (``tape.inplace``).
+
+    ``latest``: the record of the node's current value once it has been written (None
+    before); the node keeps its identity and its position, which stay those of the value
+    it first had, while later calls are recorded on ``latest``. ``views``: weak
+    references to the nodes that are NumPy views of it. ``view_of``: for a view, ``(base,
+    f, args, kwargs)``, its base node and the call that made it from the base.
+    """
+
+    __slots__ = ("latest", "views", "view_of")
+
+    def __init__(self, view_of: tuple | None = None) -> None:
+        self.latest = None
+        self.views: list = []
+        self.view_of = view_of
+
+
+# The alias of the records that hold a written node's versions: never written themselves,
+# never the base of a view (a view is registered on the node the user holds).
+VERSION = Alias()
+
+
+def current(node: Any) -> Any:
+    """The record of ``node``'s current value: ``node`` itself unless it was written in
+    place, else the record of its latest version. Anything else is returned as it is."""
+    alias = getattr(node, "alias", None)
+    if alias is None or alias.latest is None:
+        return node
+    return alias.latest
+
+
+def _current_in(a: Any) -> Any:
+    if isinstance(a, Record):
+        return current(a)
+    if type(a) is list or type(a) is tuple:
+        return type(a)(_current_in(b) for b in a)
+    return a
+
+
+def _written(args: Any) -> bool:
+    """Whether ``args`` (or a list or tuple there) holds a node written in place."""
+    for a in args:
+        if isinstance(a, Record):
+            if a.alias is not None and a.alias.latest is not None:
+                return True
+        elif (type(a) is list or type(a) is tuple) and _written(a):
+            return True
+    return False
+
+
+def _apply_current(f: Any, args: tuple, kwargs: dict | None) -> Any:
+    """``apply`` for a call that meets nodes written in place: recorded on their latest
+    versions, and a result that is a view registered on the nodes the caller holds."""
+    result = apply(f, tuple(_current_in(a) for a in args), kwargs)
+    if isinstance(result, Record) and result.alias is None:
+        _note_view(result, args)
+    return result
+
+
+def _owner(a: Any) -> Any:
+    while isinstance(a, _ndarray) and a.base is not None:
+        a = a.base
+    return a
+
+
+def _note_view(record: Any, args: tuple) -> Any:
+    """Register ``record`` as a view of the node among ``args`` (at its node positions)
+    whose value it shares memory with, as NumPy would: a write to either side is then
+    seen by the other (``tape.inplace``). Returns ``record``."""
+    value = registry.value_of(record.value)
+    if type(value) is not _ndarray or value.base is None:
+        return record
+    owner = _owner(value)
+    for i in record.node_args:
+        a = args[i]
+        if not isinstance(a, Record) or a.alias is VERSION:
+            continue
+        held = registry.value_of(a.value)
+        if type(held) is _ndarray and _owner(held) is owner and np.may_share_memory(value, held):
+            if a.alias is None:
+                a.alias = Alias()
+            a.alias.views.append(weakref.ref(record))
+            record.alias = Alias((a, record.f, args, record.kwargs))
+            return record
+    return record
 
 
 def innermost_tape(args: Any) -> Any:
@@ -81,9 +171,13 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     tape = None  # innermost_tape(args), inline: a call fewer on every record
     for a in args:
         if isinstance(a, Record):
+            if a.alias is not None and a.alias.latest is not None:
+                return _apply_current(f, args, kwargs)  # a node written in place
             if tape is None or (a.tape is not tape and a.tape.level > tape.level):
                 tape = a.tape
         elif type(a) is list or type(a) is tuple:
+            if _written(args):
+                return _apply_current(f, args, kwargs)
             tape = innermost_tape(args)
             break
     rules = _rules_of(f)
@@ -131,13 +225,20 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     except Exception as error:
         explain_mix(error, f, vals)
         raise
-    if type(value) is _ndarray and value.base is None:
-        # A result the tape made itself: freezing it costs nothing and stops any later
-        # in-place change at the line that tries it. Views share the data of an array that
-        # is frozen or fingerprinted already.
-        value.setflags(False)  # write=False, passed positionally: a third of the cost
     # one tuple per set of positions for the whole process, not one per Branch
     node_args = _NODE_ARGS.setdefault(node_args, node_args)
+    if type(value) is _ndarray:
+        if value.base is None:
+            # A result the tape made itself: freezing it costs nothing and stops any later
+            # in-place change of the array at the line that tries it. Views share the data
+            # of an array that is frozen or fingerprinted already.
+            value.setflags(False)  # write=False, passed positionally: a third of the cost
+        else:  # a view, perhaps of an argument: a write to either must show in the other
+            record = tape.Branch(tape, value, f, args, kwargs, vals, node_args, seal)
+            return _note_view(record, args)
+    elif isinstance(value, Record):  # an outer tape's node, perhaps a view in its turn
+        record = tape.Branch(tape, value, f, args, kwargs, vals, node_args, seal)
+        return _note_view(record, args)
     return tape.Branch(tape, value, f, args, kwargs, vals, node_args, seal)
 
 

@@ -161,6 +161,7 @@ class Leaf(Node):
         self.value = value
         self.tape = tape
         self.seal = [(-1, value, fingerprint(value))] if type(value) is np.ndarray else None
+        self.alias = None
         tape.add(self)
 
     def __repr__(self) -> str:
@@ -205,6 +206,7 @@ class Branch(Node):
         self.vals = vals
         self.node_args = node_args
         self.seal = seal
+        self.alias = None
         tape.add(self)
 
     def __repr__(self) -> str:

@@ -15,6 +15,7 @@ from .duck_arrays import is_duck_array
 from .errors import note_reverse_failure
 from .mutation import verify
 from .node import Node
+from .recording import current
 from .records import Branch, Tape, observing
 
 __all__ = [
@@ -103,7 +104,7 @@ def reverse_tape(y: Node, ybar: Any = 1.0) -> ReverseTape:
             f"{np.shape(y.value)}; they must match"
         )
     rtape = ReverseTape(y.tape)
-    rtape.adjoints[y.pos] = ybar
+    rtape.adjoints[current(y).pos] = ybar  # a node written in place: its latest version
     return rtape
 
 

@@ -20,6 +20,7 @@ from .collector import fewer_collections
 from .forward import ForwardTape, push_forward
 from .functional import check_input, input_gradients, normalise_argnums, record_inputs
 from .node import Node
+from .recording import current
 from .records import Leaf, Tape
 from .reverse import ReverseTape, propagate
 from .trees import tree_flatten, tree_leaves_like, tree_map, tree_unflatten
@@ -185,8 +186,9 @@ class _Pullback:
                     f"a cotangent of shape {np.shape(yb)} was given for an output of shape {shape}"
                 )
             if isinstance(out, Node) and out.tape is self.tape:
-                current = rtape.adjoints[out.pos]
-                rtape.adjoints[out.pos] = yb if current is None else current + yb
+                pos = current(out).pos  # a node written in place: its latest version
+                held = rtape.adjoints[pos]
+                rtape.adjoints[pos] = yb if held is None else held + yb
                 seeded = True
         adjoint = propagate(self.tape, rtape).adjoints if seeded else None
         return tuple(input_gradients(self.inputs, self.nums, adjoint))
@@ -467,7 +469,7 @@ class _Rerun:
             if not (isinstance(out, Node) and out.tape is tape):
                 return [None] * len(leaves)
             rtape = ReverseTape(tape)
-            rtape.adjoints[out.pos] = ybar
+            rtape.adjoints[current(out).pos] = ybar
             adjoints = propagate(tape, rtape).adjoints
             return [
                 adjoints[n.pos] if isinstance(n, Node) and n.tape is tape else None for n in nodes
