@@ -432,3 +432,22 @@ def test_duck_arrays_rebind_and_refuse_item_assignment():
     assert y is not x  # rebound, as before
     with pytest.raises(TypeError, match=r"tape\.at\(x\)\[i\]\.set\(v\)"):
         x[0] = 1.0
+
+
+def test_compiled_replay_and_checkpoint():
+    from tape import checkpoint, compile_grad
+
+    loss = _loss(reshape_transpose)
+    compiled = compile_grad(lambda x: loss(x, V), X.copy())
+    for x in (X, X + 0.25):
+        np.testing.assert_allclose(
+            compiled(x.copy())[0], grad(lambda x: loss(x, V))(x.copy())[0], rtol=1e-12
+        )
+
+    def doubled(z):
+        w = z * 2.0
+        w += z
+        return w
+
+    g = grad(lambda x: np.sum(checkpoint(doubled)(x) ** 2))(X.copy())[0]
+    np.testing.assert_allclose(g, 18.0 * X)
