@@ -89,10 +89,11 @@ def _check_prefilled(f, args, nums, u, expected, rng):
     recorded, inputs = record_inputs(f, tape, args, nums)
     try:
         out = f(*recorded)
+        outs = [current(o) for o in tree_flatten(out)[0]]  # nodes written in place: latest
         rtape = ReverseTape(tape)
-        for o, w in zip(tree_flatten(out)[0], u):
+        for o, w in zip(outs, u):
             if isinstance(o, Node) and o.tape is tape:
-                pos = current(o).pos  # a node written in place: its latest version
+                pos = o.pos
                 held = rtape.adjoints[pos]
                 rtape.adjoints[pos] = np.asarray(w) if held is None else held + w
         prefills = {}

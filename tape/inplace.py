@@ -20,7 +20,9 @@ Views: a node whose value is a NumPy view of another node's value was registered
 view when recorded (``recording._note_view``). A write to a view is a write to its base,
 at the positions the view covers (found by making the view of ``np.arange`` in place of
 the base's value); every live view of a written base is then recorded again from the
-base's new value, so that both sides see every write, as in NumPy.
+base's new value, so that both sides see every write, as in NumPy: at once for the value,
+and for the record when the view is next used (a view the program never uses again
+costs one NumPy call per write).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from sensitivities import astype, at
 from sensitivities.registry import function_name, value_of
 
 from .duck_arrays import is_duck_array
-from .recording import VERSION, Alias, Record, apply, current
+from .recording import OUTDATED, Record, apply, commit, keep_record
 
 __all__ = ["augmented", "set_item"]
 
@@ -101,7 +103,7 @@ def _write(x: Any, new: Any) -> None:
         index = np.unravel_index(_positions(x), shape)
         _write(base, _cast(at(base)[index].set(new), value_of(base)))
         return
-    _commit(x, new)
+    commit(x, new)
     _refresh(x)
 
 
@@ -132,39 +134,22 @@ def _positions(view: Any, read_only: str = "assignment destination is read-only"
     return mapped
 
 
-def _commit(x: Any, new: Any) -> None:
-    alias = x.alias
-    if alias is None:
-        alias = x.alias = Alias()
-    if alias.latest is None:
-        # the first write: the record of the old value stays on the tape, at x's position
-        x.tape.records[x.pos] = _snapshot(x)
-    new.alias = VERSION
-    x.value = new.value
-    alias.latest = new
-
-
 def _refresh(base: Any) -> None:
-    """Record again every live view of ``base`` (and theirs) from its new value."""
+    """Give every live view of ``base`` (and theirs) its value from the base's new one, at
+    NumPy's cost (no record); each is recorded again only when next used (``OUTDATED``)."""
     live = []
     for ref in base.alias.views:
         view = ref()
         if view is None:
             continue
         live.append(ref)
-        _, f, args, kwargs = view.alias.view_of
-        args = tuple(current(a) if isinstance(a, Record) else a for a in args)
-        _commit(view, apply(f, args, kwargs or None))
-        _refresh(view)
+        alias = view.alias
+        _, f, args, kwargs = alias.view_of
+        if alias.latest is None:
+            keep_record(view)
+        vals = [a.value if isinstance(a, Record) and a.tape is view.tape else a for a in args]
+        view.value = f(*vals, **kwargs) if kwargs else f(*vals)
+        alias.latest = OUTDATED
+        if alias.views:
+            _refresh(view)
     base.alias.views = live
-
-
-def _snapshot(x: Any) -> Any:
-    """A copy of record ``x``: the same class, the same slots, no alias."""
-    old = object.__new__(type(x))
-    for cls in type(x).__mro__:
-        for name in getattr(cls, "__slots__", ()):
-            if name != "__weakref__" and hasattr(x, name):
-                setattr(old, name, getattr(x, name))
-    old.alias = None
-    return old

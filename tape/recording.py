@@ -47,7 +47,16 @@ from .errors import (
 )
 from .mutation import sealed
 
-__all__ = ["Record", "Alias", "apply", "current", "plain", "innermost_tape", "record_primitive"]
+__all__ = [
+    "Record",
+    "Alias",
+    "apply",
+    "current",
+    "commit",
+    "plain",
+    "innermost_tape",
+    "record_primitive",
+]
 
 
 class Record:
@@ -80,6 +89,9 @@ class Alias:
 # The alias of the records that hold a written node's versions: never written themselves,
 # never the base of a view (a view is registered on the node the user holds).
 VERSION = Alias()
+# ``alias.latest`` of a view whose base was written: its value is already the new one, and
+# its record is made again from the base's latest version when it is next used.
+OUTDATED = Alias()
 
 
 def current(node: Any) -> Any:
@@ -88,7 +100,37 @@ def current(node: Any) -> Any:
     alias = getattr(node, "alias", None)
     if alias is None or alias.latest is None:
         return node
+    if alias.latest is OUTDATED:
+        base, f, args, kwargs = alias.view_of
+        commit(node, apply(f, tuple(_current_in(a) for a in args), kwargs or None))
     return alias.latest
+
+
+def commit(x: Any, new: Any) -> None:
+    """Make record ``new`` the latest version of node ``x``, which takes its value. The
+    first time, ``x``'s record on the tape is replaced by a copy of itself, which the
+    records made before still reach by position: the reverse pass sees the old value."""
+    alias = x.alias
+    if alias is None:
+        alias = x.alias = Alias()
+    keep_record(x)
+    new.alias = VERSION
+    x.value = new.value
+    alias.latest = new
+
+
+def keep_record(x: Any) -> None:
+    """Before ``x`` first takes another value: its place on the tape to a copy of it (the
+    same class, the same slots, no alias)."""
+    records = x.tape.records
+    if records[x.pos] is x:
+        old = object.__new__(type(x))
+        for cls in type(x).__mro__:
+            for name in getattr(cls, "__slots__", ()):
+                if name != "__weakref__" and hasattr(x, name):
+                    setattr(old, name, getattr(x, name))
+        old.alias = None
+        records[x.pos] = old
 
 
 def _current_in(a: Any) -> Any:

@@ -103,8 +103,9 @@ def reverse_tape(y: Node, ybar: Any = 1.0) -> ReverseTape:
             f"the seed ybar has shape {np.shape(ybar)}, but the output y has shape "
             f"{np.shape(y.value)}; they must match"
         )
+    pos = current(y).pos  # a node written in place: its latest version (which may record)
     rtape = ReverseTape(y.tape)
-    rtape.adjoints[current(y).pos] = ybar  # a node written in place: its latest version
+    rtape.adjoints[pos] = ybar
     return rtape
 
 
