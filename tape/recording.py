@@ -15,6 +15,12 @@ hand a call that meets a node to the node's ``__record_call__`` (see
 - a node passed by keyword is first moved to its positional place, since rules are keyed
   by position (``apply_with_keyword_nodes``).
 
+Before any of that, a node argument written in place is replaced by the record of its
+latest version (``current``, ``_apply_current``: one attribute test per node argument on
+the common path); and a result whose value is a NumPy view of a node argument's is
+registered as that node's view (``_note_view``), so that a write to either shows in the
+other (``tape.inplace``).
+
 Branches are made as their tape says (``tape.Branch``), and added to it by
 ``Tape.add``, which is what lets a ``Tape`` subclass decide how a record is added (see
 ``tape.records``). This module knows records

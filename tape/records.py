@@ -18,6 +18,12 @@ Glossary of the engine (each term is one name in the code):
   function and argument in ``sensitivities``; *adjoint*: the ``ybar`` or ``xbar`` of a
   record, kept in a ``ReverseTape`` slot for slot.
 - *seal*: the fingerprints of mutable arrays a record was handed (``tape.mutation``).
+- *written node*, *version*: a node written in place (``x += v``, ``x[i] = v``; see
+  ``tape.inplace``) keeps its identity and its position, that of the value it first had,
+  where a copy of its first record now stands; its ``alias.latest`` is the record of its
+  current value (a *version*), on which later calls are recorded (``recording.current``).
+  A *view*: a node whose value is a NumPy view of another node's, registered in
+  ``alias.views`` of that node, its *base*.
 
 Where things happen: ``tape.recording`` turns a call into a Branch; ``tape.node`` is
 the operator surface that brings calls there; ``tape.reverse`` runs the reverse pass;
