@@ -36,7 +36,7 @@ from sensitivities import astype, at
 from sensitivities.registry import function_name, value_of
 
 from .duck_arrays import is_duck_array
-from .recording import OUTDATED, Record, apply, commit, keep_record
+from .recording import OUTDATED, Moved, Record, apply, commit, keep_record
 
 __all__ = ["augmented", "set_item"]
 
@@ -137,13 +137,16 @@ def _positions(view: Any, read_only: str = "assignment destination is read-only"
 def _refresh(base: Any) -> None:
     """Give every live view of ``base`` (and theirs) its value from the base's new one, at
     NumPy's cost (no record); each is recorded again only when next used (``OUTDATED``)."""
-    live = []
-    for ref in base.alias.views:
-        view = ref()
-        if view is None:
+    records = base.tape.records
+    for pos in dict.fromkeys(base.alias.views):  # once each
+        if pos >= len(records):
             continue
-        live.append(ref)
+        view = records[pos]
+        if type(view.alias) is Moved:
+            view = view.alias.node
         alias = view.alias
+        if alias is None or alias.view_of is None or alias.view_of[0] is not base:
+            continue  # a position that a failed call gave back, now another record's
         _, f, args, kwargs = alias.view_of
         if alias.latest is None:
             keep_record(view)
@@ -152,4 +155,3 @@ def _refresh(base: Any) -> None:
         alias.latest = OUTDATED
         if alias.views:
             _refresh(view)
-    base.alias.views = live

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import inspect
 import operator
-import weakref
 from types import MappingProxyType
 from typing import Any, Callable
 
@@ -71,7 +70,7 @@ class Record:
     (None when there are none), and ``alias``, None unless the node was written in place
     or has views (an ``Alias``). ``tape.Node`` adds the operator surface."""
 
-    __slots__ = ("value", "tape", "pos", "seal", "alias", "__weakref__")
+    __slots__ = ("value", "tape", "pos", "seal", "alias")
 
 
 class Alias:
@@ -79,8 +78,10 @@ class Alias:
 
     ``latest``: the record of the node's current value once it has been written (None
     before); the node keeps its identity and its position, which stay those of the value
-    it first had, while later calls are recorded on ``latest``. ``views``: weak
-    references to the nodes that are NumPy views of it. ``view_of``: for a view, ``(base,
+    it first had, while later calls are recorded on ``latest``. ``views``: the positions
+    on its tape of the nodes that are NumPy views of it (positions, not the nodes: a view
+    refers to its base, and a reference back would make a cycle that outlives the tape).
+    ``view_of``: for a view, ``(base,
     f, args, kwargs)``, its base node and the call that made it from the base.
     """
 
@@ -90,6 +91,17 @@ class Alias:
         self.latest = None
         self.views: list = []
         self.view_of = view_of
+
+
+class Moved:
+    """The ``alias`` of the copy that stands at a written node's position: the node. The
+    copy itself is a record of the old value, never written and no base of views."""
+
+    __slots__ = ("node",)
+    latest = view_of = None
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
 
 
 # The alias of the records that hold a written node's versions: never written themselves,
@@ -135,7 +147,7 @@ def keep_record(x: Any) -> None:
             for name in getattr(cls, "__slots__", ()):
                 if name != "__weakref__" and hasattr(x, name):
                     setattr(old, name, getattr(x, name))
-        old.alias = None
+        old.alias = Moved(x)  # a view's base finds the node through its position
         records[x.pos] = old
 
 
@@ -183,13 +195,13 @@ def _note_view(record: Any, args: tuple) -> Any:
     owner = _owner(value)
     for i in record.node_args:
         a = args[i]
-        if not isinstance(a, Record) or a.alias is VERSION:
+        if not isinstance(a, Record) or a.alias is VERSION or type(a.alias) is Moved:
             continue
         held = registry.value_of(a.value)
         if type(held) is _ndarray and _owner(held) is owner and np.may_share_memory(value, held):
             if a.alias is None:
                 a.alias = Alias()
-            a.alias.views.append(weakref.ref(record))
+            a.alias.views.append(record.pos)
             record.alias = Alias((a, record.f, args, record.kwargs))
             return record
     return record
@@ -275,7 +287,8 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
         raise
     # one tuple per set of positions for the whole process, not one per Branch
     node_args = _NODE_ARGS.setdefault(node_args, node_args)
-    if type(value) is _ndarray:
+    kind = type(value)
+    if kind is _ndarray:
         if value.base is None:
             # A result the tape made itself: freezing it costs nothing and stops any later
             # in-place change of the array at the line that tries it. Views share the data
@@ -284,7 +297,8 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
         else:  # a view, perhaps of an argument: a write to either must show in the other
             record = tape.Branch(tape, value, f, args, kwargs, vals, node_args, seal)
             return _note_view(record, args)
-    elif isinstance(value, Record):  # an outer tape's node, perhaps a view in its turn
+    elif kind is not _float64 and kind is not float and isinstance(value, Record):
+        # an outer tape's node, perhaps a view in its turn
         record = tape.Branch(tape, value, f, args, kwargs, vals, node_args, seal)
         return _note_view(record, args)
     return tape.Branch(tape, value, f, args, kwargs, vals, node_args, seal)
@@ -437,6 +451,7 @@ def _positional_parameters(f: Any) -> list:
 
 _rules_of = registry.lookup
 _ndarray = np.ndarray
+_float64 = np.float64
 _NODE_ARGS: dict[tuple, tuple] = {}
 _SIGNATURES: dict[Any, list] = {}
 # Branches made without keyword arguments share one empty, read-only mapping: a dict per
