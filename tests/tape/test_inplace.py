@@ -451,3 +451,15 @@ def test_compiled_replay_and_checkpoint():
 
     g = grad(lambda x: np.sum(checkpoint(doubled)(x) ** 2))(X.copy())[0]
     np.testing.assert_allclose(g, 18.0 * X)
+
+
+@pytest.mark.parametrize("f", [views_of_views, preallocated, setitem_repeated])
+def test_reverse_over_reverse(f):
+    loss = _loss(f)
+    d = np.linspace(-1.0, 1.0, 6)
+
+    def directional(x):
+        return np.sum(grad(lambda y: loss(y, V))(x)[0] * d)
+
+    expected = numeric_grad(lambda x: directional(x.copy()), (X,), 0)
+    np.testing.assert_allclose(grad(directional)(X.copy())[0], expected, rtol=1e-5, atol=1e-6)
