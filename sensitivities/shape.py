@@ -25,7 +25,7 @@ import operator
 
 import numpy as np
 
-from .registry import implementation, nondifferentiable, primitive, sensitivity
+from .registry import implementation, nondifferentiable, primitive, sensitivity, value_of
 
 
 @primitive
@@ -48,7 +48,7 @@ def _template(x, flat=False):
     """A plain array with ``x``'s shape (flattened if ``flat``) and dtype, to hand
     ``scatter_add`` as the shape of its result: ``x`` itself may be a node of an outer
     tape, where passing it would record work that carries no gradient."""
-    like = np.empty_like(x)
+    like = np.empty_like(value_of(x))  # empty_like of a node would be a node
     return like.reshape(-1) if flat else like
 
 
@@ -369,10 +369,43 @@ def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axi
 
 @implementation(np.full_like)
 def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
-    # a lends its shape and dtype only; the values are fill_value's, broadcast
+    # a lends its shape and dtype only; the values are fill_value's, broadcast. The result
+    # is made from zeros_like(a), so that for a node a it is a node that can be written
+    # in place (out = np.full_like(x, c); out[i] = ...), as NumPy's is an array.
     shape = np.shape(a) if shape is None else shape
     dtype = np.result_type(a) if dtype is None else dtype
-    return np.broadcast_to(fill_value, shape).astype(dtype)
+    return np.zeros_like(a, dtype=dtype, shape=shape) + np.broadcast_to(fill_value, shape).astype(
+        dtype
+    )
+
+
+@primitive
+def filled_like(a, like, dtype=None, shape=None):
+    """``like(a, dtype=dtype, shape=shape)``, ``like`` one of ``np.zeros_like``,
+    ``np.ones_like``, ``np.empty_like``: recorded on a node, so that the result is a
+    node the program may fill in place (``out = np.zeros_like(x); out[i] = ...``)."""
+    return like(a, dtype=dtype, shape=shape)
+
+
+# a lends its shape and dtype only
+sensitivity(filled_like, 0)(lambda y, ybar, a, like, dtype=None, shape=None: np.zeros_like(a))
+
+
+def _filled_like(like):
+    def implementation_(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+        # A floating-point buffer made from a node is a node, as NumPy's is an array of
+        # its own that the program may write; a mask or an index array stays plain.
+        target = np.result_type(a) if dtype is None else np.dtype(dtype)
+        if target.kind not in "fc" or order not in ("K", "C", "A"):
+            return like(value_of(a), dtype=dtype, order=order, shape=shape)
+        return filled_like(a, like, dtype, shape)
+
+    implementation_.__name__ = f"_{like.__name__}"
+    return implementation_
+
+
+for _like in (np.zeros_like, np.ones_like, np.empty_like):
+    implementation(_like)(_filled_like(_like))
 
 
 # -- reordering ------------------------------------------------------------------------
@@ -749,11 +782,11 @@ def _(xbar, y, ybar, x, index):
 
 
 # x only lends scatter_add its shape and dtype; values are gathered back.
-sensitivity(scatter_add, 0)(lambda y, ybar, x, index, values: None)
+sensitivity(scatter_add, 0)(lambda y, ybar, x, index, values: np.zeros_like(x))
 sensitivity(scatter_add, 2)(lambda y, ybar, x, index, values: ybar[index])
 
 nondifferentiable(
-    np.shape, np.ndim, np.size, np.result_type, np.zeros_like, np.ones_like, np.empty_like,
+    np.shape, np.ndim, np.size, np.result_type,
     np.argmax, np.argmin, np.argsort, np.nonzero, np.flatnonzero, np.searchsorted,
     np.count_nonzero, np.any, np.all, np.iscomplexobj, np.isrealobj, np.iscomplex,
     np.isreal, np.can_cast, np.tril_indices_from, np.triu_indices_from, np.diag_indices_from,

@@ -153,10 +153,17 @@ def multiply_at(x, index, v):
     return out
 
 
+def _gather(ybar: Any, index: Any) -> Any:
+    """``ybar[index]``, also where the adjoint of a 0-d array is a Python number."""
+    if isinstance(ybar, (int, float, complex)):
+        ybar = np.asarray(ybar)
+    return ybar[index]
+
+
 # The adjoints are the same updates and gathers again, so they differentiate in turn.
 sensitivity(set_at, 0)(lambda y, ybar, x, index, v: set_at(ybar, index, 0.0))
-sensitivity(set_at, 2)(lambda y, ybar, x, index, v: ybar[index])
+sensitivity(set_at, 2)(lambda y, ybar, x, index, v: _gather(ybar, index))
 sensitivity(add_at, 0)(lambda y, ybar, x, index, v: ybar)
-sensitivity(add_at, 2)(lambda y, ybar, x, index, v: ybar[index])
+sensitivity(add_at, 2)(lambda y, ybar, x, index, v: _gather(ybar, index))
 sensitivity(multiply_at, 0)(lambda y, ybar, x, index, v: multiply_at(ybar, index, v))
-sensitivity(multiply_at, 2)(lambda y, ybar, x, index, v: ybar[index] * x[index])
+sensitivity(multiply_at, 2)(lambda y, ybar, x, index, v: _gather(ybar, index) * x[index])

@@ -11,6 +11,7 @@ from sensitivities.registry import value_of
 
 from .functional import grad, input_gradients, record_inputs
 from .node import Node
+from .recording import current
 from .records import Tape
 from .reverse import ReverseTape, propagate
 from .transforms import jvp
@@ -88,11 +89,13 @@ def _check_prefilled(f, args, nums, u, expected, rng):
     recorded, inputs = record_inputs(f, tape, args, nums)
     try:
         out = f(*recorded)
+        outs = [current(o) for o in tree_flatten(out)[0]]  # nodes written in place: latest
         rtape = ReverseTape(tape)
-        for o, w in zip(tree_flatten(out)[0], u):
+        for o, w in zip(outs, u):
             if isinstance(o, Node) and o.tape is tape:
-                current = rtape.adjoints[o.pos]
-                rtape.adjoints[o.pos] = np.asarray(w) if current is None else current + w
+                pos = o.pos
+                held = rtape.adjoints[pos]
+                rtape.adjoints[pos] = np.asarray(w) if held is None else held + w
         prefills = {}
         for i in nums:
             for node in inputs[i][2]:

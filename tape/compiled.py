@@ -54,7 +54,7 @@ from .functional import (
     value_and_grad,
 )
 from .node import Node
-from .recording import innermost_tape
+from .recording import current, innermost_tape
 from .records import Branch, Leaf, Tape
 from .reverse import (
     ReverseTape,
@@ -428,7 +428,7 @@ class _Program:
         call_args, recorded = record_inputs(f, tape, args, nums)
         inputs, constants, grads = _number_leaves(tape, call_args, recorded, flat, data_as_leaves)
         try:
-            out = f(*call_args, **kwargs)
+            out = current(f(*call_args, **kwargs))  # a node written in place: its latest
             on_tape = isinstance(out, Node) and out.tape is tape
             value = out.value if on_tape else out
             check_output(value, fname, "compile_grad")

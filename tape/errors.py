@@ -91,7 +91,8 @@ TO_ARRAY = (
     "a Node cannot be turned into an ndarray or a NumPy number (np.asarray(node), "
     "np.float64(node)): its value would be cut off the tape "
     "and its gradient silently lost. Build arrays from nodes with np.stack, "
-    "np.concatenate or np.where; instead of a[i] = node write a = tape.at(a)[i]"
+    "np.concatenate or np.where; instead of a[i] = node into an ndarray make the "
+    "buffer a node (a = np.zeros_like(x) with x a node) or write a = tape.at(a)[i]"
     ".set(node); use node.value for a constant copy; or register a "
     "sensitivity for the function that needs an ndarray (see tape.sensitivity)"
 )
@@ -99,9 +100,11 @@ TO_ARRAY = (
 TO_NUMBER = (
     "a Node cannot be turned into a Python number (float(), int(), math.*, or "
     "storing it into an ndarray with a[i] = node): its gradient would be silently "
-    "lost. Use NumPy functions instead of math (np.sin, np.exp); instead of a[i] = "
-    "node write a = tape.at(a)[i].set(node), or build the array with np.stack or "
-    "np.concatenate; or take node.value for a constant"
+    "lost. Use NumPy functions instead of math (np.sin, np.exp); instead of "
+    "preallocating an ndarray (a = np.zeros(n); a[i] = node) make the buffer a node, "
+    "a = np.zeros_like(x) with x a node, and write a[i] = node into it; or build the "
+    "array with np.stack or np.concatenate, or write a = tape.at(a)[i].set(node); or "
+    "take node.value for a constant"
 )
 
 STALE = (

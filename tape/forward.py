@@ -35,6 +35,7 @@ from .collector import fewer_collections
 from .display import preview
 from .errors import MissingRuleError
 from .node import Node
+from .recording import current
 from .records import Branch, Leaf, Tape
 
 __all__ = ["ForwardTape"]
@@ -86,6 +87,7 @@ class ForwardTape(Tape):
 
     def tangent(self, node: Any) -> Any:
         """The tangent of ``node``, shape ``(directions,) + shape``; zeros for a constant."""
+        node = current(node)  # a node written in place: its latest version
         t = self.tangents.get(node.pos) if isinstance(node, Node) and node.tape is self else None
         if t is None:
             value = node.value if isinstance(node, Node) and node.tape is self else node

@@ -26,6 +26,7 @@ from .errors import (
     out_keyword,
     scipy_conversion,
 )
+from .inplace import augmented, set_item
 from .recording import Record, apply, plain, record_primitive
 
 __all__ = ["Node"]
@@ -205,6 +206,33 @@ class Node(Record):
             return handler(other, self)  # SciPy's sparse S @ x arrives here
         return apply(np.matmul, (other, self))
 
+    # -- augmented assignments write the node in place, as on an ndarray (tape.inplace);
+    # a node holding a float or a NumPy scalar is rebound, as those are immutable
+
+    def __iadd__(self, other: Any) -> Any:
+        return augmented(self, np.add, other)
+
+    def __isub__(self, other: Any) -> Any:
+        return augmented(self, np.subtract, other)
+
+    def __imul__(self, other: Any) -> Any:
+        return augmented(self, np.multiply, other)
+
+    def __itruediv__(self, other: Any) -> Any:
+        return augmented(self, np.true_divide, other)
+
+    def __ifloordiv__(self, other: Any) -> Any:
+        return augmented(self, np.floor_divide, other)
+
+    def __imod__(self, other: Any) -> Any:
+        return augmented(self, np.remainder, other)
+
+    def __ipow__(self, other: Any) -> Any:
+        return augmented(self, np.power, other)
+
+    def __imatmul__(self, other: Any) -> Any:
+        return augmented(self, np.matmul, other)
+
     def __neg__(self) -> Any:
         return apply(np.negative, (self,))
 
@@ -240,12 +268,12 @@ class Node(Record):
         return apply(operator.getitem, (self, index))
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        raise TypeError(
-            "nodes are immutable: x[i] = v cannot be recorded on the tape. Use the "
-            "functional update x = tape.at(x)[i].set(v) (or .add(v), .multiply(v)), "
-            "differentiable with respect to both x and v, or build the array from its "
-            "parts with np.where(mask, v, x), np.stack or np.concatenate"
-        )
+        """``x[index] = v``, as NumPy does it: every name bound to ``x``, and every view
+        of it, sees the new value; the gradient is that of the updated program, with
+        respect to ``v`` and to the value ``x`` had before (see ``tape.inplace``). ``v``
+        is cast to ``x``'s dtype and must broadcast to ``x[index]``, with NumPy's errors.
+        A node holding a Python float or a NumPy scalar has no items, as in NumPy."""
+        set_item(self, index, value)
 
     def __len__(self) -> int:
         return len(self.value)

@@ -20,6 +20,12 @@ Glossary of the engine (each term is one name in the code):
   function and argument in ``sensitivities``; *adjoint*: the ``ybar`` or ``xbar`` of a
   record, kept in a ``ReverseTape`` slot for slot.
 - *seal*: the fingerprints of mutable arrays a record was handed (``tape.mutation``).
+- *written node*, *version*: a node written in place (``x += v``, ``x[i] = v``; see
+  ``tape.inplace``) keeps its identity and its position, that of the value it first had,
+  where a copy of its first record now stands; its ``alias.latest`` is the record of its
+  current value (a *version*), on which later calls are recorded (``recording.current``).
+  A *view*: a node whose value is a NumPy view of another node's, registered in
+  ``alias.views`` of that node, its *base*.
 
 Where things happen: ``tape.recording`` turns a call into a Branch; ``tape.node`` is
 the operator surface that brings calls there; ``tape.reverse`` runs the reverse pass;
@@ -163,6 +169,7 @@ class Leaf(Node):
         self.value = value
         self.tape = tape
         self.seal = [(-1, value, fingerprint(value))] if type(value) is np.ndarray else None
+        self.alias = None
         tape.add(self)
 
     def __repr__(self) -> str:
@@ -207,6 +214,7 @@ class Branch(Node):
         self.vals = vals
         self.node_args = node_args
         self.seal = seal
+        self.alias = None
         tape.add(self)
 
     def __repr__(self) -> str:

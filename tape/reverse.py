@@ -14,6 +14,7 @@ from .duck_arrays import is_duck_array
 from .errors import check_adjoint, not_summable, note_reverse_failure, rank
 from .mutation import verify
 from .node import Node
+from .recording import current
 from .records import Branch, Tape, observing
 
 __all__ = ["ReverseTape", "reverse_tape", "propagate", "accumulate", "update_in_place",
@@ -85,8 +86,9 @@ def reverse_tape(y: Node, ybar: Any = 1.0) -> ReverseTape:
             f"the seed ybar has shape {np.shape(ybar)}, but the output y has shape "
             f"{np.shape(y.value)}; they must match"
         )
+    pos = current(y).pos  # a node written in place: its latest version (which may record)
     rtape = ReverseTape(y.tape)
-    rtape.adjoints[y.pos] = ybar
+    rtape.adjoints[pos] = ybar
     return rtape
 
 

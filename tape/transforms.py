@@ -21,6 +21,7 @@ from .duck_arrays import is_duck_array
 from .forward import ForwardTape, push_forward
 from .functional import check_input, input_gradients, normalise_argnums, record_inputs
 from .node import Node
+from .recording import current
 from .records import Leaf, Tape
 from .reverse import ReverseTape, propagate
 from .trees import tree_flatten, tree_leaves_like, tree_map, tree_unflatten
@@ -181,17 +182,19 @@ class _Pullback:
                 f"the cotangent has {len(tree_flatten(ybar)[0])} parts but the output has "
                 f"{len(self.outs)}, or another structure: give one of the output's structure"
             )
+        # a node written in place: its latest version (which may record, so before rtape)
+        outs = [current(out) for out in self.outs]
         rtape = ReverseTape(self.tape)
         seeded = False
-        for out, yb in zip(self.outs, ybars):
+        for out, yb in zip(outs, ybars):
             shape = np.shape(value_of(out))
             if np.shape(yb) != shape:
                 raise ValueError(
                     f"a cotangent of shape {np.shape(yb)} was given for an output of shape {shape}"
                 )
             if isinstance(out, Node) and out.tape is self.tape:
-                current = rtape.adjoints[out.pos]
-                rtape.adjoints[out.pos] = yb if current is None else current + yb
+                held = rtape.adjoints[out.pos]
+                rtape.adjoints[out.pos] = yb if held is None else held + yb
                 seeded = True
         adjoint = propagate(self.tape, rtape).adjoints if seeded else None
         return tuple(input_gradients(self.inputs, self.nums, adjoint))
@@ -471,8 +474,9 @@ class _Rerun:
             out = fn(*nodes)
             if not (isinstance(out, Node) and out.tape is tape):
                 return [None] * len(leaves)
+            pos = current(out).pos  # a node written in place: its latest version
             rtape = ReverseTape(tape)
-            rtape.adjoints[out.pos] = ybar
+            rtape.adjoints[pos] = ybar
             adjoints = propagate(tape, rtape).adjoints
             return [
                 adjoints[n.pos] if isinstance(n, Node) and n.tape is tape else None for n in nodes

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from sensitivities.shape import astype, pad_copies, scatter_add
+from sensitivities.shape import astype, filled_like, pad_copies, scatter_add
 from tape import Leaf, Tape, grad, propagate, reverse_tape
 from tests.fd import numeric_grad
 from tests.sensitivities.cases import Case, implementation_test, rule_test
@@ -681,6 +681,29 @@ IMPLEMENTED += [
          fn=lambda a: weighted(np.apply_over_axes(np.sum, a**2, [0, 2]))),
 ]  # fmt: skip
 
+
+
+def filled(like):
+    """A buffer made from ``x`` and filled in place, the idiom the node it gives allows."""
+
+    def fill(x):
+        out = like(x)
+        out[...] = x**2
+        out *= 2.0
+        return out
+
+    return fill
+
+
+IMPLEMENTED += [
+    Case(like, lambda d: (array(d),), fn=filled(like), name=like.__name__)
+    for like in (np.zeros_like, np.ones_like, np.empty_like)
+]
+FILLED_LIKE_CASES = [
+    Case(filled_like, lambda d: (array(d),), fn=lambda x: np.ones_like(x) * x**2),
+]
+test_filled_like_rule = rule_test(FILLED_LIKE_CASES)
+
 test_shape_implementations = implementation_test(IMPLEMENTED)
 
 
@@ -1056,5 +1079,8 @@ def test_full_like_differentiates_the_fill_value_only():
     gx, gv = grad(f)(x, np.array([1.0, 2.0, 3.0]))
     np.testing.assert_allclose(gx, numeric_grad(f, (x, np.array([1.0, 2.0, 3.0])), 0), rtol=1e-6)
     np.testing.assert_allclose(gv, 2 * x**2, rtol=1e-12)  # d/dv of sum over 2 rows of v x^2
-    filled = np.full_like(Leaf(Tape(), x), 3.0)  # x lends its shape: a plain array
-    assert type(filled) is np.ndarray and filled.tolist() == [3.0, 3.0, 3.0]
+    filled = np.full_like(Leaf(Tape(), x), 3.0)  # x lends its shape, to a buffer of its own
+    assert filled.value.tolist() == [3.0, 3.0, 3.0]
+    assert grad(lambda x: np.sum(np.full_like(x, 3.0) * 0 + np.full_like(x, 1, dtype=int)))(
+        x
+    )[0].tolist() == [0.0, 0.0, 0.0]

@@ -1,0 +1,465 @@
+"""In-place updates with NumPy's meaning: ``x += v``, ``x[i] = v``, aliases and views.
+
+Every idiom runs twice, on plain ndarrays (NumPy's answer, and the final state of every
+alias) and on nodes, and the two must agree; gradients are checked against central
+differences, to second order and in forward mode for some.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tape import Leaf, Tape, grad, hessian, jvp, value_and_grad
+from tape.errors import NodeConversionError
+from tests.fd import numeric_grad
+
+
+def _aliases_agree(f, *args):
+    """``f`` returns a tuple of arrays (its aliases, after the writes): the same under NumPy
+    and on nodes."""
+    expected = f(*(np.array(a, dtype=float) for a in args))
+    t = Tape()
+    got = f(*(Leaf(t, np.array(a, dtype=float)) for a in args))
+    assert len(got) == len(expected)
+    for e, g in zip(expected, got):
+        np.testing.assert_allclose(getattr(g, "value", g), e, rtol=1e-12, atol=1e-12)
+
+
+def _loss(f):
+    """A scalar of every alias ``f`` returns, each weighted differently."""
+
+    def loss(*args):
+        return sum(np.sum(np.sin(o) * (k + 1.5)) for k, o in enumerate(f(*args)))
+
+    return loss
+
+
+def _gradient_agrees(f, *args):
+    args = tuple(np.array(a, dtype=float) for a in args)
+    loss = _loss(f)
+    value, grads = value_and_grad(loss, argnums=tuple(range(len(args))))(*args)
+    np.testing.assert_allclose(value, loss(*(a.copy() for a in args)), rtol=1e-12)
+    for i, g in enumerate(grads):
+        expected = numeric_grad(lambda *a: loss(*(b.copy() for b in a)), args, i)
+        np.testing.assert_allclose(g, expected, rtol=1e-6, atol=1e-7)
+
+
+X = np.array([0.3, -1.2, 0.7, 2.0, -0.4, 1.1])
+V = np.array([0.9, -0.5])
+
+
+def alias_add(x, v):
+    y = x
+    y += v[0]
+    return x, y
+
+
+def alias_ops(x, v):
+    y = x
+    y -= v[1]
+    y *= v[0]
+    y /= 1.5 + v[0] ** 2
+    y **= 2
+    return (x,)
+
+
+def setitem_int(x, v):
+    x[2] = v[0] * v[1]
+    return (x,)
+
+
+def setitem_slice(x, v):
+    x[1:3] = v
+    return (x,)
+
+
+def setitem_constant(x, v):
+    x[::2] = 4.0
+    x[-1] = x[0] * v[0]
+    return (x,)
+
+
+def setitem_mask(x, v):
+    x[x > 0.5] = v[0]
+    return (x,)
+
+
+def setitem_fancy(x, v):
+    x[[4, 0]] = v
+    return (x,)
+
+
+def setitem_repeated(x, v):
+    x[[0, 0]] = v  # the last wins
+    x[[1, 1]] += v[0]  # added once
+    return (x,)
+
+
+def view_write(x, v):
+    w = x[:2]
+    w *= v[0]
+    return x, w
+
+
+def base_write_seen_in_view(x, v):
+    w = x[1:4]
+    x[2] = v[1]
+    x += v[0]
+    return x, w
+
+
+def reshape_transpose(x, v):
+    m = x.reshape(2, 3)
+    t = m.T
+    t[0] = v[0] * t[1]
+    m[1, 2] = v[1]
+    return x, m, t
+
+
+def views_of_views(x, v):
+    m = x.reshape(3, 2)
+    row = m[1]
+    piece = row[::-1]
+    piece[0] = v[0]
+    m[:, 0] += v[1]
+    return x, m, row, piece
+
+
+def view_methods(x, v):
+    m = x.reshape(1, 2, 3)
+    s = m.squeeze()
+    s[0, 0] = v[0]
+    sw = np.swapaxes(m, 1, 2)
+    sw[0, 2, 1] = v[1]
+    r = np.ravel(m)
+    r[3] += 1.0
+    e = np.expand_dims(x, 0)
+    e[0, 5] *= v[0]
+    return x, m, s, sw, r, e
+
+
+def matmul_in_place(x, v):
+    m = x.reshape(2, 3)
+    w = x[:4].reshape(2, 2) * v[0]
+    p = w.T @ np.ones((2, 3))
+    m @= np.eye(3) + 0.1
+    m += p
+    return x, m
+
+
+def preallocated(x, v):
+    out = np.zeros_like(x)
+    for i in range(1, len(x)):
+        out[i] = out[i - 1] * v[0] + np.sin(x[i])
+    rows = np.empty_like(x, shape=(2, 3))
+    rows[0] = x[:3]
+    rows[1] = x[3:] * v[1]
+    full = np.full_like(x, 2.0)
+    full[1] = v[0]
+    ones = np.ones_like(x)
+    ones *= x
+    return out, rows, full, ones
+
+
+IDIOMS = [
+    alias_add,
+    alias_ops,
+    setitem_int,
+    setitem_slice,
+    setitem_constant,
+    setitem_mask,
+    setitem_fancy,
+    setitem_repeated,
+    view_write,
+    base_write_seen_in_view,
+    reshape_transpose,
+    views_of_views,
+    view_methods,
+    matmul_in_place,
+    preallocated,
+]
+
+
+@pytest.mark.parametrize("f", IDIOMS, ids=lambda f: f.__name__)
+def test_idiom_matches_numpy(f):
+    _aliases_agree(f, X, V)
+    _gradient_agrees(f, X, V)
+
+
+def test_the_issues_examples():
+    def f(x):
+        y = x
+        y += 1.0
+        return np.sum(x**2)
+
+    value, (g,) = value_and_grad(f)(np.array([1.0, 2.0, 3.0]))
+    assert value == 29.0
+    np.testing.assert_allclose(g, [4.0, 6.0, 8.0])
+
+    def h(x):
+        v = x[:2]
+        v *= 10
+        return np.sum(x)
+
+    value, (g,) = value_and_grad(h)(np.array([1.0, 2.0, 3.0]))
+    assert value == 33.0
+    np.testing.assert_allclose(g, [10.0, 10.0, 1.0])
+
+
+def test_the_users_array_is_never_written_and_the_gradient_is_for_it():
+    x = np.array([1.0, 2.0, 3.0])
+
+    def f(x):
+        x *= x
+        x[0] = 5.0
+        return np.sum(x)
+
+    assert grad(f)(x)[0].tolist() == [0.0, 4.0, 6.0]
+    assert x.tolist() == [1.0, 2.0, 3.0]
+
+
+def test_a_leaf_written_keeps_its_adjoint_for_the_value_passed_in():
+    from tape import propagate, reverse_tape
+
+    t = Tape()
+    x = Leaf(t, np.array([1.0, 2.0]))
+    x *= 3.0
+    y = np.sum(x**2)
+    rt = propagate(t, reverse_tape(y))
+    np.testing.assert_allclose(rt[x], [18.0, 36.0])  # d/dx sum((3x)^2)
+    np.testing.assert_allclose(x.value, [3.0, 6.0])
+
+
+def test_returning_a_node_written_in_place():
+    def f(x):
+        y = x * 1.0
+        y += x**2
+        return y
+
+    from tape import jacobian
+
+    np.testing.assert_allclose(jacobian(f)(np.array([1.0, 2.0])), np.diag([3.0, 5.0]))
+    out, tangent = jvp(f, (np.array([1.0, 2.0]),), (np.array([1.0, 1.0]),))
+    np.testing.assert_allclose(out, [2.0, 6.0])
+    np.testing.assert_allclose(tangent, [3.0, 5.0])
+
+
+def test_scalars_are_immutable_as_in_numpy():
+    def f(x):
+        y = x
+        y += 1.0
+        return x * y
+
+    for x in (2.0, np.float64(2.0)):
+        assert f(x) == 6.0
+        assert value_and_grad(f)(x) == (6.0, (5.0,))
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        grad(lambda x: x.__setitem__(0, 1.0))(2.0)
+
+
+@pytest.mark.parametrize("f", [setitem_fancy, views_of_views, preallocated, alias_ops])
+def test_second_order(f):
+    loss = _loss(f)
+    hess = hessian(lambda x: loss(x, V))(X.copy())
+    expected = np.stack(
+        [
+            numeric_grad(lambda x, i=i: grad(lambda y: loss(y, V))(x)[0][i], (X,), 0)
+            for i in range(6)
+        ]
+    )
+    np.testing.assert_allclose(hess, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("f", [reshape_transpose, setitem_repeated, preallocated])
+def test_forward_mode(f):
+    loss = _loss(f)
+    direction = np.linspace(-1.0, 1.0, 6)
+    value, tangent = jvp(lambda x: loss(x, V), (X.copy(),), (direction,))
+    expected = numeric_grad(lambda x: loss(x.copy(), V), (X,), 0) @ direction
+    np.testing.assert_allclose(value, loss(X.copy(), V))
+    np.testing.assert_allclose(tangent, expected, rtol=1e-6, atol=1e-7)
+
+
+# -- NumPy's errors, and those of the cases tape refuses -----------------------------------
+
+
+def _same_error(f, *args):
+    """``f`` raises under NumPy and on nodes, the same class with the same message."""
+    with pytest.raises(Exception) as numpy_error:
+        f(*(np.array(a, dtype=float) for a in args))
+    t = Tape()
+    with pytest.raises(type(numpy_error.value)) as tape_error:
+        f(*(Leaf(t, np.array(a, dtype=float)) for a in args))
+    assert str(tape_error.value) == str(numpy_error.value)
+
+
+def test_numpys_errors():
+    def broadcast(x):
+        x += np.ones((2, 6))
+
+    def complex_into_real(x):
+        x += 1j * x
+
+    def wrong_length(x):
+        x[:2] = np.ones(3)
+
+    def out_of_bounds(x):
+        x[10] = 1.0
+
+    def read_only_diagonal(x):
+        d = np.diagonal(x.reshape(2, 3))
+        d[0] = 1.0
+
+    def read_only_broadcast(x):
+        b = np.broadcast_to(x[:3], (2, 3))
+        b += 1.0
+
+    for f in (broadcast, complex_into_real, wrong_length, out_of_bounds):
+        _same_error(f, X)
+    for f in (read_only_diagonal, read_only_broadcast):
+        _same_error(f, X)
+
+
+def test_float32_stays_float32():
+    def f(x):
+        x *= 2.0
+        x[0] = np.float64(3.0)
+        return np.sum(x)
+
+    x = np.ones(3, dtype=np.float32)
+    value, (g,) = value_and_grad(f)(x)
+    assert g.dtype == np.float32 and g.tolist() == [0.0, 2.0, 2.0]
+    t = Tape()
+    y = Leaf(t, x.copy())
+    y *= 2.0
+    assert y.dtype == np.float32
+
+
+def test_a_view_of_another_dtype_is_refused_naming_both():
+    def f(x):
+        z = x * (1 + 1j)
+        r = z.real
+        r[0] = 1.0
+        return np.sum(np.abs(z))
+
+    with pytest.raises(TypeError, match="is a view of .* made by real"):
+        grad(f)(X.copy())
+
+
+def test_storing_a_node_into_an_ndarray_explains_what_to_write():
+    def f(x):
+        out = np.zeros(3)
+        out[0] = x[0]
+        return np.sum(out)
+
+    with pytest.raises(ValueError, match="setting an array element") as error:
+        grad(f)(X.copy())
+    assert isinstance(error.value.__cause__, NodeConversionError)
+    assert "np.zeros_like(x)" in str(error.value.__cause__)
+
+
+# -- random programs ----------------------------------------------------------------------
+
+STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["iadd", "imul", "set", "view_set", "view_iadd", "t_set", "sin", "fancy"]),
+        st.integers(0, 5),
+        st.floats(-1.5, 1.5, allow_nan=False),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+def _program(steps):
+    def f(x):
+        m = x.reshape(2, 3)
+        head = x[:3]
+        t = m.T
+        y = x * 1.0
+        for op, i, c in steps:
+            if op == "iadd":
+                x += c * y
+            elif op == "imul":
+                y *= np.cos(x) + c
+            elif op == "set":
+                x[i] = y[5 - i] * c
+            elif op == "view_set":
+                head[i % 3] = np.sin(x[i]) + c
+            elif op == "view_iadd":
+                head += c * t[i % 3, 0]
+            elif op == "t_set":
+                t[i % 3] = m[:, i % 3] * c
+            elif op == "sin":
+                y = np.sin(y + m.ravel())
+            else:
+                y[[i, 0, i]] += x[i] * c
+        return x, m, head, t, y
+
+    return f
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(STEPS)
+def test_random_programs(steps):
+    f = _program(steps)
+    _aliases_agree(f, X)
+    _gradient_agrees(f, X)
+
+
+def test_an_inner_node_written_into_an_outer_one():
+    def outer(x):
+        def inner(y):
+            z = x  # a node of the outer tape
+            z += y
+            return np.sum(z)
+
+        return np.sum(grad(inner)(x)[0])
+
+    with pytest.raises(TypeError, match="inner derivative's tape.*z = x \\+ v|inner"):
+        grad(outer)(np.ones(2))
+
+
+def test_duck_arrays_rebind_and_refuse_item_assignment():
+    da = pytest.importorskip("dask.array")
+    t = Tape()
+    x = Leaf(t, da.ones(3, chunks=3))
+    y = x
+    y += 1.0
+    assert y is not x  # rebound, as before
+    with pytest.raises(TypeError, match=r"tape\.at\(x\)\[i\]\.set\(v\)"):
+        x[0] = 1.0
+
+
+def test_compiled_replay_and_checkpoint():
+    from tape import checkpoint, compile_grad
+
+    loss = _loss(reshape_transpose)
+    compiled = compile_grad(lambda x: loss(x, V), X.copy())
+    for x in (X, X + 0.25):
+        np.testing.assert_allclose(
+            compiled(x.copy())[0], grad(lambda x: loss(x, V))(x.copy())[0], rtol=1e-12
+        )
+
+    def doubled(z):
+        w = z * 2.0
+        w += z
+        return w
+
+    g = grad(lambda x: np.sum(checkpoint(doubled)(x) ** 2))(X.copy())[0]
+    np.testing.assert_allclose(g, 18.0 * X)
+
+
+@pytest.mark.parametrize("f", [views_of_views, preallocated, setitem_repeated])
+def test_reverse_over_reverse(f):
+    loss = _loss(f)
+    d = np.linspace(-1.0, 1.0, 6)
+
+    def directional(x):
+        return np.sum(grad(lambda y: loss(y, V))(x)[0] * d)
+
+    expected = numeric_grad(lambda x: directional(x.copy()), (X,), 0)
+    np.testing.assert_allclose(grad(directional)(X.copy())[0], expected, rtol=1e-5, atol=1e-6)
