@@ -36,7 +36,8 @@ from sensitivities import astype, at
 from sensitivities.registry import function_name, value_of
 
 from .duck_arrays import is_duck_array
-from .recording import OUTDATED, Moved, Record, apply, commit, keep_record
+from .recording import Record, apply
+from .versions import OUTDATED, Moved, commit, keep_record
 
 __all__ = ["augmented", "set_item"]
 

@@ -18,7 +18,7 @@ hand a call that meets a node to the node's ``__record_call__`` (see
 Before any of that, a node argument written in place is replaced by the record of its
 latest version (``current``, ``_apply_current``: one attribute test per node argument on
 the common path); and a result whose value is a NumPy view of a node argument's is
-registered as that node's view (``_note_view``), so that a write to either shows in the
+registered as that node's view (``versions.note_view``), so that a write to either shows in the
 other (``tape.inplace``).
 
 Branches are made as their tape says (``tape.Branch``), and added to it by
@@ -29,7 +29,6 @@ only as ``Record``: a value on a tape at a position.
 
 from __future__ import annotations
 
-import inspect
 import operator
 from types import MappingProxyType
 from typing import Any, Callable
@@ -45,23 +44,15 @@ from .errors import (
     caused_by_conversion,
     converts_nodes,
     explain_mix,
-    keyword_node,
     missing_rule,
     not_differentiable_in,
     out_keyword,
 )
+from .keywords import positional_call
 from .mutation import sealed
+from .versions import OUTDATED, commit, note_view, written
 
-__all__ = [
-    "Record",
-    "Alias",
-    "apply",
-    "current",
-    "commit",
-    "plain",
-    "innermost_tape",
-    "record_primitive",
-]
+__all__ = ["Record", "apply", "current", "plain", "innermost_tape", "record_primitive"]
 
 
 class Record:
@@ -71,45 +62,6 @@ class Record:
     or has views (an ``Alias``). ``tape.Node`` adds the operator surface."""
 
     __slots__ = ("value", "tape", "pos", "seal", "alias")
-
-
-class Alias:
-    """What a node written in place, or with views, knows of its versions (``tape.inplace``).
-
-    ``latest``: the record of the node's current value once it has been written (None
-    before); the node keeps its identity and its position, which stay those of the value
-    it first had, while later calls are recorded on ``latest``. ``views``: the positions
-    on its tape of the nodes that are NumPy views of it (positions, not the nodes: a view
-    refers to its base, and a reference back would make a cycle that outlives the tape).
-    ``view_of``: for a view, ``(base,
-    f, args, kwargs)``, its base node and the call that made it from the base.
-    """
-
-    __slots__ = ("latest", "views", "view_of")
-
-    def __init__(self, view_of: tuple | None = None) -> None:
-        self.latest = None
-        self.views: list = []
-        self.view_of = view_of
-
-
-class Moved:
-    """The ``alias`` of the copy that stands at a written node's position: the node. The
-    copy itself is a record of the old value, never written and no base of views."""
-
-    __slots__ = ("node",)
-    latest = view_of = None
-
-    def __init__(self, node: Any) -> None:
-        self.node = node
-
-
-# The alias of the records that hold a written node's versions: never written themselves,
-# never the base of a view (a view is registered on the node the user holds).
-VERSION = Alias()
-# ``alias.latest`` of a view whose base was written: its value is already the new one, and
-# its record is made again from the base's latest version when it is next used.
-OUTDATED = Alias()
 
 
 def current(node: Any) -> Any:
@@ -124,33 +76,6 @@ def current(node: Any) -> Any:
     return alias.latest
 
 
-def commit(x: Any, new: Any) -> None:
-    """Make record ``new`` the latest version of node ``x``, which takes its value. The
-    first time, ``x``'s record on the tape is replaced by a copy of itself, which the
-    records made before still reach by position: the reverse pass sees the old value."""
-    alias = x.alias
-    if alias is None:
-        alias = x.alias = Alias()
-    keep_record(x)
-    new.alias = VERSION
-    x.value = new.value
-    alias.latest = new
-
-
-def keep_record(x: Any) -> None:
-    """Before ``x`` first takes another value: its place on the tape to a copy of it (the
-    same class, the same slots, no alias)."""
-    records = x.tape.records
-    if records[x.pos] is x:
-        old = object.__new__(type(x))
-        for cls in type(x).__mro__:
-            for name in getattr(cls, "__slots__", ()):
-                if name != "__weakref__" and hasattr(x, name):
-                    setattr(old, name, getattr(x, name))
-        old.alias = Moved(x)  # a view's base finds the node through its position
-        records[x.pos] = old
-
-
 def _current_in(a: Any) -> Any:
     if isinstance(a, Record):
         return current(a)
@@ -159,52 +84,13 @@ def _current_in(a: Any) -> Any:
     return a
 
 
-def _written(args: Any) -> bool:
-    """Whether ``args`` (or a list or tuple there) holds a node written in place."""
-    for a in args:
-        if isinstance(a, Record):
-            if a.alias is not None and a.alias.latest is not None:
-                return True
-        elif (type(a) is list or type(a) is tuple) and _written(a):
-            return True
-    return False
-
-
 def _apply_current(f: Any, args: tuple, kwargs: dict | None) -> Any:
     """``apply`` for a call that meets nodes written in place: recorded on their latest
     versions, and a result that is a view registered on the nodes the caller holds."""
     result = apply(f, tuple(_current_in(a) for a in args), kwargs)
     if isinstance(result, Record) and result.alias is None:
-        _note_view(result, args)
+        note_view(result, args)
     return result
-
-
-def _owner(a: Any) -> Any:
-    while isinstance(a, _ndarray) and a.base is not None:
-        a = a.base
-    return a
-
-
-def _note_view(record: Any, args: tuple) -> Any:
-    """Register ``record`` as a view of the node among ``args`` (at its node positions)
-    whose value it shares memory with, as NumPy would: a write to either side is then
-    seen by the other (``tape.inplace``). Returns ``record``."""
-    value = registry.value_of(record.value)
-    if type(value) is not _ndarray or value.base is None:
-        return record
-    owner = _owner(value)
-    for i in record.node_args:
-        a = args[i]
-        if not isinstance(a, Record) or a.alias is VERSION or type(a.alias) is Moved:
-            continue
-        held = registry.value_of(a.value)
-        if type(held) is _ndarray and _owner(held) is owner and np.may_share_memory(value, held):
-            if a.alias is None:
-                a.alias = Alias()
-            a.alias.views.append(record.pos)
-            record.alias = Alias((a, record.f, args, record.kwargs))
-            return record
-    return record
 
 
 def innermost_tape(args: Any) -> Any:
@@ -236,7 +122,7 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
             if tape is None or (a.tape is not tape and a.tape.level > tape.level):
                 tape = a.tape
         elif type(a) is list or type(a) is tuple:
-            if _written(args):
+            if written(args):
                 return _apply_current(f, args, kwargs)
             tape = innermost_tape(args)
             break
@@ -296,11 +182,11 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
             value.setflags(False)  # write=False, passed positionally: a third of the cost
         else:  # a view, perhaps of an argument: a write to either must show in the other
             record = tape.Branch(tape, value, f, args, kwargs, vals, node_args, seal)
-            return _note_view(record, args)
+            return note_view(record, args)
     elif kind is not _float64 and kind is not float and isinstance(value, Record):
         # an outer tape's node, perhaps a view in its turn
         record = tape.Branch(tape, value, f, args, kwargs, vals, node_args, seal)
-        return _note_view(record, args)
+        return note_view(record, args)
     return tape.Branch(tape, value, f, args, kwargs, vals, node_args, seal)
 
 
@@ -404,56 +290,14 @@ def record_primitive(primitive: Callable, f: Callable, args: tuple, kwargs: dict
 
 def apply_with_keyword_nodes(f: Any, args: tuple, kwargs: dict) -> Any:
     """``apply`` for a call with a node among its keyword arguments (``np.clip(x,
-    a_max=m)``): rules are keyed by position, so each such keyword moves to its place among
-    the positional arguments, the places before it taken from the other keywords or
-    filled with their defaults. A function may register its own positional form
-    (``sensitivities.registry.positional_form``); where ``f``'s signature has no such
-    place (a keyword-only argument, ``**kwargs``), a TypeError asks for it by position."""
-    placed = registry.positional_form_of(f)
-    if placed is not None:
-        args, kwargs = placed(*args, **kwargs)
-        if innermost_tape(tuple(kwargs.values())) is None:
-            return apply(f, args, kwargs)
-    params = _positional_parameters(f)
-    kwargs = dict(kwargs)
-    places = {p.name: i for i, p in enumerate(params) if p.kind == p.POSITIONAL_OR_KEYWORD}
-    held = [k for k, v in kwargs.items() if innermost_tape((v,)) is not None]
-    if not all(k in places and places[k] >= len(args) for k in held):
-        raise keyword_node(f, held[0])
-    args = list(args)
-    for p in params[len(args) : max(places[k] for k in held) + 1]:
-        if p.name in kwargs:
-            args.append(kwargs.pop(p.name))
-        elif p.default is not p.empty:
-            args.append(p.default)
-        else:
-            raise keyword_node(f, held[0])
-    return apply(f, tuple(args), kwargs)
-
-
-def _positional_parameters(f: Any) -> list:
-    """The parameters of ``f`` that a positional argument can fill, in order ([] where
-    Python cannot tell: a ufunc, a builtin)."""
-    params = _SIGNATURES.get(f)
-    if params is None:
-        try:
-            every = inspect.signature(f).parameters.values()
-        except (TypeError, ValueError):
-            every = ()
-        params = []
-        for p in every:
-            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-                break
-            params.append(p)
-        _SIGNATURES[f] = params
-    return params
+    a_max=m)``), spelled by position first: rules are keyed by position (``tape.keywords``)."""
+    return apply(f, *positional_call(f, args, kwargs))
 
 
 _rules_of = registry.lookup
 _ndarray = np.ndarray
 _float64 = np.float64
 _NODE_ARGS: dict[tuple, tuple] = {}
-_SIGNATURES: dict[Any, list] = {}
 # Branches made without keyword arguments share one empty, read-only mapping: a dict per
 # record would cost 64 bytes and an allocation on every operation.
 _NO_KWARGS: Any = MappingProxyType({})
