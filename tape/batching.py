@@ -44,7 +44,7 @@ from sensitivities.registry import pushforward as _engine_pushforward
 
 from .forward import ForwardTape
 from .node import Node
-from .records import Branch, Tape, observing
+from .records import Branch, Tape, observe, observing, unobserve
 from .trees import tree_flatten, tree_unflatten
 
 __all__ = ["vmap", "Batched", "BatchedControlFlowError", "VmapFallbackWarning"]
@@ -1214,11 +1214,11 @@ class _Broadcaster:
         # (backwards) meets the record first
         assert tape.records[-1] is record
         tape.records.pop()
-        token = observing.set(self.previous)
+        token = observe(self.previous)
         try:
             b = broadcast(node, self.level, self.size)
         finally:
-            observing.reset(token)
+            unobserve(token)
         record.pos = len(tape.records)
         tape.records.append(record)
         return b
@@ -1331,13 +1331,13 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = Fal
             else:
                 ins.append(batch_in(leaf, axis % np.ndim(value_of(leaf)), level))
         previous = observing.get()
-        token = observing.set(_Broadcaster(level, size, previous))
+        token = observe(_Broadcaster(level, size, previous))
         report_token = _reporting.set(report or _reporting.get())
         try:
             out = f(*tree_unflatten(treedef, ins), **kwargs)
         finally:
             _reporting.reset(report_token)
-            observing.reset(token)
+            unobserve(token)
         outs, out_def = tree_flatten(out)
         oaxes = _axes_tree(out_axes, out, "out_axes")
         results = []

@@ -23,7 +23,7 @@ from sensitivities.registry import function_name, value_of
 from .errors import AnomalyError, describe
 from .interrupts import uninterrupted
 from .node import Node
-from .records import observing
+from .records import observe, observing, unobserve
 
 __all__ = ["debug", "detect_anomaly", "AnomalyError", "recorded_at", "anomaly_detected"]
 
@@ -131,12 +131,12 @@ class debug:
         forward = self._forward if self._anomaly else (outer.forward if outer else True)
         observer = (_Anomalies if anomaly else _Sites)(forward)
         with uninterrupted():  # a mode left on by a Ctrl-C here would outlive the block
-            self._tokens.append(observing.set(observer))
+            self._tokens.append(observe(observer))
         return self
 
     def __exit__(self, *exc: Any) -> None:
         with uninterrupted():
-            observing.reset(self._tokens.pop())
+            unobserve(self._tokens.pop())
 
 
 class detect_anomaly(debug):

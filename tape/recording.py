@@ -21,7 +21,7 @@ the common path); and a result whose value is a NumPy view of a node argument's 
 registered as that node's view (``versions.note_view``), so that a write to either shows in the
 other (``tape.inplace``).
 
-Branches are made as their tape says (``tape.Branch``), and added to it by
+Branches are made by their tape (``tape.branch``), and added to it by
 ``Tape.add``, which is what lets a ``Tape`` subclass decide how a record is added (see
 ``tape.records``). This module knows records
 only as ``Record``: a value on a tape at a position.
@@ -181,13 +181,13 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
             # of an array that is frozen or fingerprinted already.
             value.setflags(False)  # write=False, passed positionally: a third of the cost
         else:  # a view, perhaps of an argument: a write to either must show in the other
-            record = tape.Branch(tape, value, f, args, kwargs, vals, node_args, seal)
+            record = tape.branch(value, f, args, kwargs, vals, node_args, seal)
             return note_view(record, args)
     elif kind is not _float64 and kind is not float and isinstance(value, Record):
         # an outer tape's node, perhaps a view in its turn
-        record = tape.Branch(tape, value, f, args, kwargs, vals, node_args, seal)
+        record = tape.branch(value, f, args, kwargs, vals, node_args, seal)
         return note_view(record, args)
-    return tape.Branch(tape, value, f, args, kwargs, vals, node_args, seal)
+    return tape.branch(value, f, args, kwargs, vals, node_args, seal)
 
 
 def _unwrap_sequence(f, i, seq, tape, with_rules, seal):

@@ -36,15 +36,16 @@ every plain result computed from a tape's nodes (a comparison, ``bool(x)``) is r
 to ``Tape.plain``. A new mode subclasses ``Tape`` and overrides them:
 ``tape.forward.ForwardTape.add`` pushes each Branch's tangent as it is recorded, and
 ``tape.compiled`` overrides ``plain`` to guard a replay's control flow. ``tape.debug``
-observes the records of every tape in its context through ``observing``, which
-``Tape.add`` consults.
+observes the records of every tape in its context through ``observing`` (set with
+``observe``), which ``Tape.add`` consults.
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
 from contextvars import ContextVar
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -55,7 +56,7 @@ from .errors import check_leaf_value
 from .mutation import fingerprint
 from .node import Node
 
-__all__ = ["Tape", "Leaf", "Branch", "observing"]
+__all__ = ["Tape", "Leaf", "Branch", "observing", "observe", "unobserve"]
 
 _levels = itertools.count()  # next() on a count is atomic under the GIL: safe across threads
 
@@ -65,6 +66,26 @@ _levels = itertools.count()  # next() on a count is atomic under the GIL: safe a
 # debug context, which costs one look-up per record.
 observing: ContextVar[Any] = ContextVar("tape_observing", default=None)
 _observer = observing.get
+_observed = 0  # observing contexts open in any thread: while none is, a record reads one int
+_observed_lock = threading.Lock()
+
+
+def observe(observer: Any) -> Any:
+    """Make ``observer`` the current context's (``observing``); returns the token that
+    ``unobserve`` takes to undo it. The count goes up first and down last, so that a
+    Ctrl-C between the two steps can only leave it high, which costs speed, not records."""
+    global _observed
+    with _observed_lock:
+        _observed += 1
+    return observing.set(observer)
+
+
+def unobserve(token: Any) -> None:
+    """Undo the ``observe`` that gave ``token``."""
+    global _observed
+    observing.reset(token)
+    with _observed_lock:
+        _observed -= 1
 
 
 class Tape:
@@ -82,7 +103,7 @@ class Tape:
     """
 
     __slots__ = ("records", "level", "sites", "__weakref__")
-    Branch: type  # set below, once Branch is defined: the class recording makes
+    branch: Callable  # the one constructor of a Branch on this tape, defined below
 
     def __init__(self) -> None:
         self.records: list[Node] = []
@@ -98,9 +119,10 @@ class Tape:
         mode overrides this (calling it) to act on each one as it is made."""
         record.pos = len(self.records)
         self.records.append(record)
-        observer = _observer()
-        if observer is not None:
-            observer.recorded(record)
+        if _observed:
+            observer = _observer()
+            if observer is not None:
+                observer.recorded(record)
 
     def plain(self, f: Any, args: tuple, kwargs: Any, result: Any) -> None:
         """Told of every plain result ``f(*args, **kwargs)`` computed from this tape's
@@ -195,8 +217,8 @@ class Branch(Node):
 
     __slots__ = ("f", "args", "kwargs", "vals", "node_args")
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         tape: Tape,
         value: Any,
         f: Any,
@@ -205,21 +227,38 @@ class Branch(Node):
         vals: tuple,
         node_args: tuple,
         seal: list | None = None,
-    ) -> None:
-        self.value = value
-        self.tape = tape
-        self.f = f
-        self.args = args
-        self.kwargs = kwargs
-        self.vals = vals
-        self.node_args = node_args
-        self.seal = seal
-        self.alias = None
-        tape.add(self)
+    ) -> Branch:
+        return tape.branch(value, f, args, kwargs, vals, node_args, seal)
 
     def __repr__(self) -> str:
         return f"Branch{{{dtype_name(self.value)}}} {preview(self.value)} f={function_name(self.f)}"
 
 
-# The class of the Branches a tape records (recording calls ``tape.Branch(tape, ...)``).
-Tape.Branch = Branch
+def _branch(
+    tape: Tape, value: Any, f: Any, args: tuple, kwargs: Any, vals: tuple, node_args: tuple,
+    seal: list | None = None,
+) -> Branch:
+    """``tape.branch(value, f, args, kwargs, vals, node_args, seal)``: the one constructor
+    of a Branch (``Branch(tape, ...)`` comes here too), a plain function rather than
+    ``__init__``, whose type call would double the cost of every record."""
+    node = _new(Branch)
+    node.value = value
+    node.tape = tape
+    node.f = f
+    node.args = args
+    node.kwargs = kwargs
+    node.vals = vals
+    node.node_args = node_args
+    node.seal = seal
+    node.alias = None
+    if type(tape) is Tape and not _observed:
+        records = tape.records  # Tape.add itself, inline: a call fewer on every record
+        node.pos = len(records)
+        records.append(node)
+    else:
+        tape.add(node)
+    return node
+
+
+Tape.branch = _branch
+_new = object.__new__

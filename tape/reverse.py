@@ -171,9 +171,9 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
                 ):
                     adjoints[pos] = xbar
                 else:
-                    accumulate(rtape, arg, xbar, f, i, rank(y, vals))
+                    accumulate(rtape, arg, xbar, f, i, node)
             else:
-                _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape)
+                _contribute(rules, i, arg, node, ybar, kwargs, rtape)
         else:  # a list or tuple holding nodes of this tape
             xbars = rules.rule(i, vals)(y, ybar, *vals, **kwargs)
             for element, xbar in zip(arg, xbars):
@@ -186,13 +186,14 @@ _ndarray = np.ndarray
 _SCALARS = (float, np.float64)  # shape () for sure: no need to ask np.shape
 
 
-def _contribute(rules, i, arg, y, ybar, vals, kwargs, rtape) -> None:
+def _contribute(rules, i, arg, record, ybar, kwargs, rtape) -> None:
+    y, vals = record.value, record.vals
     update = in_place_rule(rules, i, vals, ybar, arg.value)
     if update is not None:
         update_in_place(rtape, update, arg, y, ybar, vals, kwargs)
         return
     xbar = rules.rule(i, vals)(y, ybar, *vals, **kwargs)
-    accumulate(rtape, arg, xbar, rules.f, i, rank(y, vals))
+    accumulate(rtape, arg, xbar, rules.f, i, record)
 
 
 def in_place_rule(rules: Any, i: int, vals: tuple, ybar: Any, value: Any) -> Any:
@@ -235,26 +236,27 @@ def update_in_place(rtape, update, arg, y, ybar, vals, kwargs) -> str:
 
 
 def accumulate(
-    rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int, rank: int | None = None
+    rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int, record: Any = None
 ) -> str:
     """Add ``xbar``, summed back to ``arg``'s shape, into ``arg``'s slot.
 
     Only an array the reverse pass made itself is added into in place. Returns what was
     done, for a compiled replay to do the same: ``"set"`` (a first contribution, kept as
     it is), ``"add in place"`` or ``"add"`` (into a new array, which the slot then owns).
-    ``rank``, the most axes among the record's value and arguments where known, bounds
-    the axes in front that unbroadcasting may sum away: no more than broadcasting added.
+    ``record``, the Branch whose rule gave ``xbar`` where known, bounds the axes in front
+    that unbroadcasting may sum away: no more than broadcasting among its value and
+    arguments added.
     """
     value = arg.value
     if type(xbar) is _ndarray:
         shape = value.shape if type(value) is _ndarray else np.shape(value)
         if xbar.shape != shape:
-            xbar = unbroadcast(xbar, shape, f, argnum, rank)
+            xbar = unbroadcast(xbar, shape, f, argnum, record)
     elif not (type(xbar) in _SCALARS and type(value) in _SCALARS):
         check_adjoint(xbar, f, argnum)
         shape = np.shape(value)
         if np.shape(xbar) != shape:
-            xbar = unbroadcast(xbar, shape, f, argnum, rank)
+            xbar = unbroadcast(xbar, shape, f, argnum, record)
     pos = arg.pos
     current = rtape.adjoints[pos]
     if current is None:
@@ -269,18 +271,26 @@ def accumulate(
     return "add"
 
 
+def _beyond_rank(xshape: tuple, record: Any) -> bool:
+    """Whether an adjoint of ``xshape`` has more axes than any value of ``record``'s call
+    (checked on the value first: an adjoint shaped like it is the common case)."""
+    if record is None or len(xshape) <= getattr(record.value, "ndim", 0):
+        return False
+    return len(xshape) > rank(record.value, record.vals)
+
+
 def unbroadcast(
-    xbar: Any, shape: tuple, f: Any = None, argnum: int = 0, rank: int | None = None
+    xbar: Any, shape: tuple, f: Any = None, argnum: int = 0, record: Any = None
 ) -> Any:
     """Sum ``xbar`` over the axes that broadcasting added or stretched, to get ``shape``.
 
     Anything else is a rule's mistake, reported as such rather than broadcast silently;
-    given the call's ``rank`` (see ``accumulate``), so is an axis in front that
-    broadcasting could not have added.
+    given the ``record`` whose rule made ``xbar``, so is an axis in front that
+    broadcasting among its value and arguments could not have added.
     """
     xshape = np.shape(xbar)
     axes = unbroadcast_axes(xshape, shape)
-    if axes is None or (rank is not None and len(xshape) > rank):
+    if axes is None or _beyond_rank(xshape, record):
         raise not_summable(xshape, shape, f, argnum)
     leading, stretched = axes
     if type(xbar) is _ndarray:  # one reduction over both, then the added axes dropped
