@@ -44,7 +44,8 @@ from sensitivities.registry import pushforward as _engine_pushforward
 
 from .forward import ForwardTape
 from .node import Node
-from .records import Branch, Tape, observe, observing, unobserve
+from .observing import observe, observing, unobserve
+from .records import Branch, Tape
 from .trees import tree_flatten, tree_unflatten
 
 __all__ = ["vmap", "Batched", "BatchedControlFlowError", "VmapFallbackWarning"]

@@ -2,7 +2,7 @@
 
 Both modes are context managers that hold for the current thread or ``contextvars``
 context only, so one thread debugging does not slow down or change another. They plug
-into the engine as the context's observer (``tape.records.observing``): every record
+into the engine as the context's observer (``tape.observing``): every record
 is shown to it as it is made, and under ``detect_anomaly`` every Branch's adjoint
 contributions after the reverse pass made them. Outside them, recording pays one
 context-variable look-up.
@@ -23,7 +23,7 @@ from sensitivities.registry import function_name, value_of
 from .errors import AnomalyError, describe
 from .interrupts import uninterrupted
 from .node import Node
-from .records import observe, observing, unobserve
+from .observing import observe, observing, unobserve
 
 __all__ = ["debug", "detect_anomaly", "AnomalyError", "recorded_at", "anomaly_detected"]
 

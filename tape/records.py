@@ -36,57 +36,28 @@ every plain result computed from a tape's nodes (a comparison, ``bool(x)``) is r
 to ``Tape.plain``. A new mode subclasses ``Tape`` and overrides them:
 ``tape.forward.ForwardTape.add`` pushes each Branch's tangent as it is recorded, and
 ``tape.compiled`` overrides ``plain`` to guard a replay's control flow. ``tape.debug``
-observes the records of every tape in its context through ``observing`` (set with
-``observe``), which ``Tape.add`` consults.
+observes the records of every tape in its context through ``tape.observing``, which
+``Tape.add`` consults.
 """
 
 from __future__ import annotations
 
 import itertools
-import threading
-from contextvars import ContextVar
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from sensitivities.registry import function_name
 
+from . import observing
 from .display import dtype_name, preview
 from .errors import check_leaf_value
 from .mutation import fingerprint
 from .node import Node
 
-__all__ = ["Tape", "Leaf", "Branch", "observing", "observe", "unobserve"]
+__all__ = ["Tape", "Leaf", "Branch"]
 
 _levels = itertools.count()  # next() on a count is atomic under the GIL: safe across threads
-
-# The observer of the current thread or contextvars context: ``observer.recorded(record)``
-# is called for every new record and ``observer.propagated(branch, ybar, rtape)`` (unless
-# None) after each Branch of a reverse pass. ``tape.debug()`` sets it; None outside any
-# debug context, which costs one look-up per record.
-observing: ContextVar[Any] = ContextVar("tape_observing", default=None)
-_observer = observing.get
-_observed = 0  # observing contexts open in any thread: while none is, a record reads one int
-_observed_lock = threading.Lock()
-
-
-def observe(observer: Any) -> Any:
-    """Make ``observer`` the current context's (``observing``); returns the token that
-    ``unobserve`` takes to undo it. The count goes up first and down last, so that a
-    Ctrl-C between the two steps can only leave it high, which costs speed, not records."""
-    global _observed
-    with _observed_lock:
-        _observed += 1
-    return observing.set(observer)
-
-
-def unobserve(token: Any) -> None:
-    """Undo the ``observe`` that gave ``token``."""
-    global _observed
-    observing.reset(token)
-    with _observed_lock:
-        _observed -= 1
-
 
 class Tape:
     """A Wengert list of ``Leaf`` and ``Branch`` records, in the order they were made.
@@ -119,8 +90,8 @@ class Tape:
         mode overrides this (calling it) to act on each one as it is made."""
         record.pos = len(self.records)
         self.records.append(record)
-        if _observed:
-            observer = _observer()
+        if observing.observed:
+            observer = observing.observer()
             if observer is not None:
                 observer.recorded(record)
 
@@ -217,31 +188,20 @@ class Branch(Node):
 
     __slots__ = ("f", "args", "kwargs", "vals", "node_args")
 
-    def __new__(
-        cls,
-        tape: Tape,
-        value: Any,
-        f: Any,
-        args: tuple,
-        kwargs: Any,
-        vals: tuple,
-        node_args: tuple,
-        seal: list | None = None,
-    ) -> Branch:
-        return tape.branch(value, f, args, kwargs, vals, node_args, seal)
+    def __new__(cls, tape: Tape, value: Any, f: Any, *fields: Any) -> Branch:
+        # Branch(tape, value, f, args, kwargs, vals, node_args, seal=None), by hand
+        return tape.branch(value, f, *fields)
 
     def __repr__(self) -> str:
         return f"Branch{{{dtype_name(self.value)}}} {preview(self.value)} f={function_name(self.f)}"
 
 
-def _branch(
-    tape: Tape, value: Any, f: Any, args: tuple, kwargs: Any, vals: tuple, node_args: tuple,
-    seal: list | None = None,
-) -> Branch:
+def _branch(tape: Tape, value: Any, f: Any, args: tuple, kwargs: Any, vals: tuple,
+            node_args: tuple, seal: list | None = None) -> Branch:  # fmt: skip
     """``tape.branch(value, f, args, kwargs, vals, node_args, seal)``: the one constructor
     of a Branch (``Branch(tape, ...)`` comes here too), a plain function rather than
     ``__init__``, whose type call would double the cost of every record."""
-    node = _new(Branch)
+    node = object.__new__(Branch)
     node.value = value
     node.tape = tape
     node.f = f
@@ -251,7 +211,7 @@ def _branch(
     node.node_args = node_args
     node.seal = seal
     node.alias = None
-    if type(tape) is Tape and not _observed:
+    if type(tape) is Tape and not observing.observed:
         records = tape.records  # Tape.add itself, inline: a call fewer on every record
         node.pos = len(records)
         records.append(node)
@@ -261,4 +221,3 @@ def _branch(
 
 
 Tape.branch = _branch
-_new = object.__new__

@@ -14,8 +14,9 @@ from .duck_arrays import is_duck_array
 from .errors import check_adjoint, not_summable, note_reverse_failure, rank
 from .mutation import verify
 from .node import Node
+from .observing import observing
 from .recording import current
-from .records import Branch, Tape, observing
+from .records import Branch, Tape
 
 __all__ = ["ReverseTape", "reverse_tape", "propagate", "accumulate", "update_in_place",
            "in_place_rule", "unbroadcast", "unbroadcast_axes"]  # fmt: skip

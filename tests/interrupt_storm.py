@@ -14,7 +14,7 @@ import numpy as np
 
 import tape
 from tape import collector, compile_grad, debug, detect_anomaly, grad, jvp
-from tape.records import observing
+from tape.observing import observing
 
 
 def _loss(x):

@@ -10,7 +10,7 @@ import pytest
 import tape
 from tape import AnomalyError, Leaf, Tape, debug, detect_anomaly, grad, recorded_at
 from tape.debugging import anomaly_detected
-from tape.records import observing
+from tape.observing import observing
 
 
 def test_recorded_at_names_the_line_under_debug_and_nothing_outside():

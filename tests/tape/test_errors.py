@@ -442,7 +442,7 @@ def test_exception_inside_f_leaves_no_state():
     with pytest.raises(KeyError, match="user bug"):
         grad(f)(1.0)
     assert gc.isenabled()
-    assert tape.records.observing.get() is None
+    assert tape.observing.observing.get() is None
     _still_works()
 
 
@@ -454,7 +454,7 @@ def test_exception_inside_a_rule_leaves_no_state():
     with pytest.raises(ZeroDivisionError), detect_anomaly():
         grad(lambda x: _failing(x))(1.0)
     assert gc.isenabled()
-    assert tape.records.observing.get() is None
+    assert tape.observing.observing.get() is None
     _still_works()
 
 
