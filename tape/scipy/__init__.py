@@ -17,6 +17,7 @@ public face, and needs SciPy.
 """
 
 import importlib
+import importlib.util
 
 __all__ = ["stats", "linalg", "special", "signal", "integrate", "optimize", "sparse"]
 
@@ -24,5 +25,9 @@ __all__ = ["stats", "linalg", "special", "signal", "integrate", "optimize", "spa
 def __getattr__(name):
     # ``import tape.scipy`` stays cheap: each submodule is imported when first used
     if name in __all__:
+        if importlib.util.find_spec("scipy") is None:
+            raise ImportError(
+                f"tape.scipy.{name} needs SciPy, an optional extra: pip install 'tape-ad[scipy]'"
+            )
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
