@@ -39,6 +39,7 @@ __all__ = [
     "RuleReplacedWarning",
     "lookup",
     "value_of",
+    "holds_node",
     "is_primitive",
     "positional_form",
     "positional_form_of",
@@ -173,6 +174,17 @@ def value_of(x: Any) -> Any:
 def _is_node(v: Any) -> bool:
     # a record of the engine's tapes, known by what it holds: this package never imports it
     return hasattr(type(v), "__record_call__") and hasattr(v, "tape")
+
+
+def holds_node(x: Any) -> bool:
+    """Whether ``x`` is a node, of any tape, or a list or tuple holding one.
+
+    >>> holds_node([1.0, (2.0, 3.0)])
+    False
+    """
+    if type(x) is list or type(x) is tuple:
+        return any(holds_node(a) for a in x)
+    return _is_node(x)
 
 
 def _value_type(v: Any) -> type:

@@ -15,6 +15,7 @@ import inspect
 from typing import Any
 
 from sensitivities import registry
+from sensitivities.registry import holds_node
 
 from .errors import keyword_node
 
@@ -27,12 +28,12 @@ def positional_call(f: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     placed = registry.positional_form_of(f)
     if placed is not None:
         args, kwargs = placed(*args, **kwargs)
-        if not any(_holds_node(v) for v in kwargs.values()):
+        if not any(holds_node(v) for v in kwargs.values()):
             return args, kwargs
     params = _positional_parameters(f)
     kwargs = dict(kwargs)
     places = {p.name: i for i, p in enumerate(params) if p.kind == p.POSITIONAL_OR_KEYWORD}
-    held = [k for k, v in kwargs.items() if _holds_node(v)]
+    held = [k for k, v in kwargs.items() if holds_node(v)]
     if not all(k in places and places[k] >= len(args) for k in held):
         raise keyword_node(f, held[0])
     args = list(args)
@@ -45,11 +46,6 @@ def positional_call(f: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
             raise keyword_node(f, held[0])
     return tuple(args), kwargs
 
-
-def _holds_node(v: Any) -> bool:
-    if type(v) is list or type(v) is tuple:
-        return any(_holds_node(a) for a in v)
-    return hasattr(type(v), "__record_call__") and hasattr(v, "tape")
 
 
 def _positional_parameters(f: Any) -> list:

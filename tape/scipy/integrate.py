@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from sensitivities.registry import value_of
+from sensitivities.registry import holds_node, value_of
 from sensitivities.scipy.integrate import OdeProblem, ode_solution, rk_replay
 from sensitivities.scipy.optimize import ConvergenceError
 
@@ -45,20 +45,12 @@ def _si():
     return importlib.import_module("scipy.integrate")
 
 
-def _is_node(v: Any) -> bool:
-    return hasattr(type(v), "__record_call__") and hasattr(v, "tape")
-
-
-def _holds_node(x: Any) -> bool:
-    if type(x) is list or type(x) is tuple:
-        return any(_holds_node(a) for a in x)
-    return _is_node(x)
 
 
 def _checked(fun, name):
     def checked(*a):
         out = fun(*a)
-        if _holds_node(out):
+        if holds_node(out):
             raise TypeError(
                 f"{name}: the right-hand side returns a node it was not given (a closure or a "
                 "global): pass every value it is differentiated in through args=(...)"
@@ -70,7 +62,7 @@ def _checked(fun, name):
 
 def _as_array(x: Any) -> Any:
     # a list or tuple holding nodes becomes one node, so that its gradient has one place
-    return np.stack(list(x)) if (type(x) is list or type(x) is tuple) and _holds_node(x) else x
+    return np.stack(list(x)) if (type(x) is list or type(x) is tuple) and holds_node(x) else x
 
 
 def _adjoint_atol(atol: Any) -> Any:
@@ -91,7 +83,7 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     y0 = _as_array(y0)
     t_eval = _as_array(t_eval)
     args_tuple = () if args is None else (args if isinstance(args, tuple) else tuple(args))
-    if not _holds_node((t_span, y0, t_eval, args_tuple)):
+    if not holds_node((t_span, y0, t_eval, args_tuple)):
         return _si().solve_ivp(_checked(fun, name), t_span, y0, method=method, t_eval=t_eval,
                                dense_output=dense_output, events=events, vectorized=vectorized,
                                args=args, **options)  # fmt: skip
@@ -111,7 +103,7 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
         raise ConvergenceError(f"{name} failed ({res.message}), so its solution has no derivative")
     if t_eval is not None:
         times = t_eval
-    elif _holds_node((t0, t1)):
+    elif holds_node((t0, t1)):
         inner = res.t[1:-1]
         times = np.concatenate([np.reshape(t0, (1,)), inner, np.reshape(t1, (1,))])
     else:
@@ -158,7 +150,7 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
     kw = dict(Dfun=Dfun, col_deriv=col_deriv, ml=ml, mu=mu, rtol=rtol, atol=atol, tcrit=tcrit,
               h0=h0, hmax=hmax, hmin=hmin, ixpr=ixpr, mxstep=mxstep, mxhnil=mxhnil,
               mxordn=mxordn, mxords=mxords, printmessg=printmessg, tfirst=tfirst)  # fmt: skip
-    if not _holds_node((y0, t, args)):
+    if not holds_node((y0, t, args)):
         return _si().odeint(_checked(func, name), y0, t, args=args, full_output=full_output, **kw)
     Y, info = _si().odeint(_checked(func, name), value_of(y0), value_of(t), args=value_of(args),
                            full_output=True, **kw)  # fmt: skip

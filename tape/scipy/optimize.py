@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from sensitivities.registry import value_of
+from sensitivities.registry import holds_node, value_of
 from sensitivities.scipy.optimize import (  # noqa: F401  (the errors are raised from here)
     ConvergenceError,
     Linearisation,
@@ -53,14 +53,6 @@ def _so():
     return importlib.import_module("scipy.optimize")
 
 
-def _is_node(v: Any) -> bool:
-    return hasattr(type(v), "__record_call__") and hasattr(v, "tape")
-
-
-def _holds_node(x: Any) -> bool:
-    if type(x) is list or type(x) is tuple:
-        return any(_holds_node(a) for a in x)
-    return _is_node(x)
 
 
 def _as_args(args: Any) -> tuple:
@@ -76,7 +68,7 @@ def _checked(fn: Callable | None, name: str, what: str) -> Callable | None:
     @functools.wraps(fn)
     def checked(*a, **k):
         out = fn(*a, **k)
-        if _holds_node(out):
+        if holds_node(out):
             raise TypeError(
                 f"{name}: {what} returns a node it was not given in args (a closure or a "
                 "global): pass every value it is differentiated in through args=(...)"
@@ -124,7 +116,7 @@ def root(fun, x0, args=(), method="hybr", jac=None, tol=None, callback=None, opt
     res = _so().root(_checked(fun, "root", "fun"), value_of(x0), args=value_of(args),
                      method=method, jac=_checked(jac, "root", "jac"), tol=tol,
                      callback=callback, options=options)  # fmt: skip
-    if not _holds_node(args):
+    if not holds_node(args):
         return res
     if not res.success:
         raise _not_converged("root", res.message)
@@ -145,7 +137,7 @@ def root_scalar(f, args=(), method=None, bracket=None, fprime=None, fprime2=None
                             fprime2=_checked(fprime2, name, "fprime2"), x0=value_of(x0),
                             x1=value_of(x1), xtol=xtol, rtol=rtol, maxiter=maxiter,
                             options=options)  # fmt: skip
-    if not _holds_node(args):
+    if not holds_node(args):
         return sol
     if not sol.converged:
         raise _not_converged("root_scalar", sol.flag)
@@ -165,7 +157,7 @@ def _bracketing(method: str) -> Callable:
         full_output = bound.pop("full_output", False)
         x, r = scipy_fn(_checked(f, method, "f"), value_of(a), value_of(b), args=value_of(args),
                         full_output=True, **bound)  # fmt: skip
-        if _holds_node(args):
+        if holds_node(args):
             if not r.converged:
                 raise _not_converged(method, r.flag)
             x = _solution(method, x, f, args, "dense", "derivative")
@@ -197,7 +189,7 @@ def fixed_point(func, x0, args=(), xtol=1e-08, maxiter=500, method="del2", *, im
     x = _so().fixed_point(_checked(func, "fixed_point", "func"), value_of(x0),
                           args=value_of(args), xtol=xtol, maxiter=maxiter,
                           method=method)  # fmt: skip
-    if not _holds_node(args):
+    if not holds_node(args):
         return x
     return _solution("fixed_point", x, lambda x, *a: func(x, *a) - x, args, implicit)
 
@@ -223,7 +215,7 @@ def minimize(fun, x0, args=(), method=None, jac=None, hess=None, hessp=None, bou
                          hessp=_checked(hessp, "minimize", "hessp"), bounds=bounds,
                          constraints=constraints, tol=tol, callback=callback,
                          options=options)  # fmt: skip
-    if not _holds_node(args):
+    if not holds_node(args):
         return res
     objective = _first(fun) if jac is True else fun
     if jac is True:

@@ -4,12 +4,11 @@ pattern fixed: a gradient with respect to the values has their shape, never a de
 ``n x n`` array), and SciPy's own otherwise; ``tape.scipy.sparse.linalg.spsolve`` solves
 with either. Every other name is SciPy's own.
 
-SciPy's own operators cannot meet a node yet (``S @ x`` converts ``x`` with
-``np.asanyarray``): for a constant SciPy sparse ``S`` beside a node write
-``sparse.matmul(S, x)`` for ``S @ x`` (``S.T``, ``S.dot`` alike), ``sparse.matmul(x, S)``
-for ``x @ S``, ``sparse.multiply(S, x)`` for ``S.multiply(x)`` and
-``sparse.linalg.spsolve(S, b)``; or wrap it once, ``A = sparse.csr_array(S)`` with
-differentiable values, and use ``A @ x``.
+A constant SciPy sparse ``S`` meets a node through SciPy's own operators (``S @ x``,
+``x @ S``, ``S.T @ x``, ``S.dot(x)``, ``S * x``); the method ``S.multiply(x)`` has no way
+back to the node, so write ``S * x`` or ``sparse.multiply(S, x)``. ``sparse.matmul`` and
+``sparse.linalg.spsolve(S, b)`` take it too; or wrap it once, ``A = sparse.csr_array(S)``
+with differentiable values, and use ``A @ x``.
 
 >>> import numpy as np
 >>> from tape import grad
@@ -30,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from sensitivities.registry import holds_node
 from sensitivities.scipy.sparse import Pattern, SparseArray, from_scipy, is_sparse, sparse_matmul
 
 from .._forward import forward
@@ -42,14 +42,9 @@ def _sp():
     return importlib.import_module("scipy.sparse")
 
 
-def _holds_node(x: Any) -> bool:
-    if type(x) is list or type(x) is tuple:
-        return any(_holds_node(a) for a in x)
-    return hasattr(type(x), "__record_call__") and hasattr(x, "tape")
-
 
 def _make(format: str, arg1: Any, shape: Any, dtype: Any, copy: bool, scipy_type: str):
-    if not _holds_node(arg1):
+    if not holds_node(arg1):
         return getattr(_sp(), scipy_type)(arg1, shape=shape, dtype=dtype, copy=copy)
     if not isinstance(arg1, tuple) or len(arg1) not in (2, 3):
         raise TypeError(
@@ -59,7 +54,7 @@ def _make(format: str, arg1: Any, shape: Any, dtype: Any, copy: bool, scipy_type
     data = arg1[0]
     if dtype is not None:
         data = data.astype(dtype)
-    if _holds_node(arg1[1:]):
+    if holds_node(arg1[1:]):
         raise TypeError(f"{scipy_type}: the pattern (indices) has no derivative; pass it plain")
     if len(arg1) == 2:
         rows, cols = (np.asarray(i) for i in arg1[1])
@@ -115,9 +110,9 @@ def matmul(a: Any, b: Any) -> Any:
     """``a @ b`` where one of them is sparse (SciPy's or a ``SparseArray``) and the other
     a dense array or node: what ``S @ x`` and ``x @ S`` mean, recorded."""
     if is_sparse(a):
-        return sparse_matmul(a, b) if _holds_node(b) else a @ b
+        return sparse_matmul(a, b) if holds_node(b) else a @ b
     if is_sparse(b):
-        if not _holds_node(a):
+        if not holds_node(a):
             return a @ b
         return np.transpose(sparse_matmul(b.T, np.transpose(a)))
     if isinstance(a, SparseArray):
@@ -135,7 +130,7 @@ def multiply(S: Any, x: Any) -> Any:
     values are ``S``'s times the matching entries of ``x``."""
     if isinstance(S, SparseArray):
         return S.multiply(x)
-    if not _holds_node(x):
+    if not holds_node(x):
         return S.multiply(x)
     format = S.format if S.format in ("csr", "csc") else "coo"
     return from_scipy(S, format).multiply(x)
