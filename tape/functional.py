@@ -307,27 +307,35 @@ def _forward_and_reverse(
         )
     tape = Tape()
     args, inputs = record_inputs(f, tape, args, nums)
-    aux = None
-    try:
-        with fewer_collections():  # records are freed by clearing the tape
+    # The collector keeps its slower pace until the records are freed by clearing the tape:
+    # back at its usual pace with the records still alive, it would scan them all at once.
+    with fewer_collections():
+        try:
             out = f(*args, **kwargs)
-        if has_aux:
-            out, aux = split_aux(out, tape, fname, who)
-        value = out.value if isinstance(out, Node) and out.tape is tape else out
-        check_output(value, fname, who)
-        if isinstance(out, Node) and out.tape is tape:
-            # a Dask or CuPy output is seeded in its own library, so that no rule broadcasts
-            # a NumPy 1.0 to a data set's shape (Dask would ship it whole); so is an output
-            # of one element and some shape, taken as a scalar
-            scalar = np.shape(value) == () and not is_duck_array(value)
-            seed = 1.0 if scalar else np.ones_like(value)
-            adjoint = propagate(tape, reverse_tape(out, seed), free=True).adjoints
-        else:
-            adjoint = None
-        grads = input_gradients(inputs, nums, adjoint)
-    finally:
-        tape.records.clear()  # break node <-> tape cycles so memory goes back at once
+            value, grads, aux = _reverse(out, tape, inputs, nums, fname, who, has_aux)
+        finally:
+            tape.records.clear()  # break node <-> tape cycles so memory goes back at once
     return value, (grads[0] if single else tuple(grads)), aux
+
+
+def _reverse(out, tape, inputs, nums, fname, who, has_aux):
+    """The value of ``f``'s output ``out``, the gradients of the inputs and the auxiliary
+    data: the reverse pass from ``out``."""
+    aux = None
+    if has_aux:
+        out, aux = split_aux(out, tape, fname, who)
+    value = out.value if isinstance(out, Node) and out.tape is tape else out
+    check_output(value, fname, who)
+    if isinstance(out, Node) and out.tape is tape:
+        # a Dask or CuPy output is seeded in its own library, so that no rule broadcasts
+        # a NumPy 1.0 to a data set's shape (Dask would ship it whole); so is an output
+        # of one element and some shape, taken as a scalar
+        scalar = np.shape(value) == () and not is_duck_array(value)
+        seed = 1.0 if scalar else np.ones_like(value)
+        adjoint = propagate(tape, reverse_tape(out, seed), free=True).adjoints
+    else:
+        adjoint = None
+    return value, input_gradients(inputs, nums, adjoint), aux
 
 
 def value_and_grad(

@@ -289,15 +289,22 @@ def unbroadcast(
     given the ``record`` whose rule made ``xbar``, so is an axis in front that
     broadcasting among its value and arguments could not have added.
     """
-    xshape = np.shape(xbar)
+    xshape = xbar.shape if type(xbar) is _ndarray else np.shape(xbar)
+    extra = len(xshape) - len(shape)
+    if record is not None and extra > 0 and _beyond_rank(xshape, record):
+        raise not_summable(xshape, shape, f, argnum)
+    if type(xbar) is _ndarray and extra >= 0:
+        # the common case, in one reduction over the added axes and those of size 1 in
+        # ``shape``; what comes out in any other shape was not broadcast from ``shape``
+        axes = tuple(range(extra)) + tuple(extra + k for k, n in enumerate(shape) if n == 1)
+        summed = np.add.reduce(xbar, axis=axes, keepdims=True)
+        if summed.shape[extra:] == shape:
+            return summed.reshape(shape)
+        raise not_summable(xshape, shape, f, argnum)
     axes = unbroadcast_axes(xshape, shape)
-    if axes is None or _beyond_rank(xshape, record):
+    if axes is None:
         raise not_summable(xshape, shape, f, argnum)
     leading, stretched = axes
-    if type(xbar) is _ndarray:  # one reduction over both, then the added axes dropped
-        extra = len(leading)
-        axis = leading + tuple(extra + k for k in stretched)
-        return np.add.reduce(xbar, axis=axis, keepdims=True).reshape(shape)
     if leading:
         xbar = np.sum(xbar, axis=leading)
     if stretched:
