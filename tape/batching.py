@@ -228,6 +228,11 @@ class Batched:
             return _elementwise(ufunc, inputs, kwargs, level)
         if method == "at":  # in place, example by example (np.add.at into a fresh array)
             target, *rest = inputs
+            if not isinstance(target, Batched):
+                raise TypeError(
+                    f"vmap: {ufunc.__name__}.at of batched values into "
+                    f"{type(target).__name__}; build a new array instead"
+                )
             for b in range(target.batch_size):
                 ufunc.at(target.data[b], *_example(rest, level, b))
             return None
@@ -288,7 +293,7 @@ class Batched:
         ):
             for b in range(self.batch_size):
                 target = self.data[b]
-                target[_example(index, level, b)] = _example((value,), level, b)[0]
+                target[tuple(_example(index, level, b))] = _example((value,), level, b)[0]
             return
         region = np.ndim(self.data[(slice(None),) + index]) - 1
         self.data[(slice(None),) + index] = _padded(value, region) if _at(value, level) else value

@@ -205,14 +205,16 @@ def in_place_rule(rules: Any, i: int, vals: tuple, ybar: Any, value: Any) -> Any
     update = rules.update_rule(i, vals)
     if update is None or rules.rule(i, vals) is None:
         return update
-    if _holds_nodes(ybar, vals) or is_duck_array(value):
+    if _holds_nodes(ybar, vals) or is_duck_array(value) or is_duck_array(ybar):
         return None
     return update
 
 
 def _holds_nodes(ybar: Any, vals: tuple) -> bool:
     # in-place updates cannot be recorded: with nodes of an outer tape about, use the plain
-    # rule; so too for the arrays of other libraries (a Dask array has no np.add.at)
+    # rule; so too for the arrays of other libraries (a Dask array has no np.add.at), and
+    # for an adjoint of another library than the value (a batch of adjoints of an
+    # unbatched value, under vmap), which no plain accumulator could hold
     return isinstance(ybar, Node) or any(isinstance(v, Node) for v in vals)
 
 
@@ -227,7 +229,11 @@ def update_in_place(rtape, update, arg, y, ybar, vals, kwargs) -> str:
     xbar = rtape.adjoints[pos]
     if xbar is None:
         xbar, made = np.zeros_like(arg.value, dtype=np.result_type(arg.value, ybar)), "zeros"
-    elif not (rtape.owned[pos] and type(xbar) is np.ndarray):
+    elif not (
+        rtape.owned[pos]
+        and type(xbar) is np.ndarray
+        and xbar.dtype == np.result_type(xbar, ybar)  # a real slot meeting a complex adjoint
+    ):
         xbar, made = np.array(xbar, dtype=np.result_type(xbar, ybar)), "copy"
     else:
         made = "owned"
