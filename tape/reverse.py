@@ -205,17 +205,25 @@ def in_place_rule(rules: Any, i: int, vals: tuple, ybar: Any, value: Any) -> Any
     update = rules.update_rule(i, vals)
     if update is None or rules.rule(i, vals) is None:
         return update
-    if _holds_nodes(ybar, vals) or is_duck_array(value) or is_duck_array(ybar):
+    if _holds_nodes(ybar, vals) or is_duck_array(value):
         return None
+    if type(ybar) is not _ndarray and type(ybar) not in _SCALARS and is_duck_array(ybar):
+        return None  # an adjoint no plain accumulator can hold: a batch of them, under vmap
     return update
 
 
 def _holds_nodes(ybar: Any, vals: tuple) -> bool:
     # in-place updates cannot be recorded: with nodes of an outer tape about, use the plain
-    # rule; so too for the arrays of other libraries (a Dask array has no np.add.at), and
-    # for an adjoint of another library than the value (a batch of adjoints of an
-    # unbatched value, under vmap), which no plain accumulator could hold
+    # rule; so too for the arrays of other libraries (a Dask array has no np.add.at)
     return isinstance(ybar, Node) or any(isinstance(v, Node) for v in vals)
+
+
+def _complex_into_real(xbar: Any, ybar: Any) -> bool:
+    # a complex adjoint cannot be added into a real array in place: the slot is copied
+    dtype = getattr(ybar, "dtype", None)
+    if dtype is None:
+        return type(ybar) is complex
+    return dtype.kind == "c" and xbar.dtype.kind != "c"
 
 
 def update_in_place(rtape, update, arg, y, ybar, vals, kwargs) -> str:
@@ -229,11 +237,7 @@ def update_in_place(rtape, update, arg, y, ybar, vals, kwargs) -> str:
     xbar = rtape.adjoints[pos]
     if xbar is None:
         xbar, made = np.zeros_like(arg.value, dtype=np.result_type(arg.value, ybar)), "zeros"
-    elif not (
-        rtape.owned[pos]
-        and type(xbar) is np.ndarray
-        and xbar.dtype == np.result_type(xbar, ybar)  # a real slot meeting a complex adjoint
-    ):
+    elif not (rtape.owned[pos] and type(xbar) is np.ndarray) or _complex_into_real(xbar, ybar):
         xbar, made = np.array(xbar, dtype=np.result_type(xbar, ybar)), "copy"
     else:
         made = "owned"
