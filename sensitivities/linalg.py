@@ -1074,12 +1074,18 @@ def _triangle(g, lower, unit_diagonal=False):
     return np.tril(g, k) if lower else np.triu(g, -k)
 
 
+@primitive
 def _permutation(piv):
-    """The rows ``perm`` of LAPACK's row interchanges ``piv``: ``a[perm] = l @ u``."""
+    """The rows ``perm`` of LAPACK's row interchanges ``piv``: ``a[perm] = l @ u``. A
+    primitive (a loop over the pivots, one by one), so that a batch of pivots under
+    ``vmap`` runs it once per example."""
     perm = np.arange(len(piv))
     for i, p in enumerate(piv):
         perm[i], perm[p] = perm[p], perm[i]
     return perm
+
+
+nondifferentiable(_permutation)
 
 
 if _sla is not None:

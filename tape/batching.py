@@ -44,7 +44,7 @@ from sensitivities.registry import pushforward as _engine_pushforward
 
 from .forward import ForwardTape
 from .node import Node
-from .observing import observe, observing, unobserve
+from .observing import observing, rewrite, unobserve
 from .records import Branch, Tape
 from .trees import tree_flatten, tree_unflatten
 
@@ -228,6 +228,11 @@ class Batched:
             return _elementwise(ufunc, inputs, kwargs, level)
         if method == "at":  # in place, example by example (np.add.at into a fresh array)
             target, *rest = inputs
+            if not isinstance(target, Batched):
+                raise TypeError(
+                    f"vmap: {ufunc.__name__}.at of batched values into "
+                    f"{type(target).__name__}; build a new array instead"
+                )
             for b in range(target.batch_size):
                 ufunc.at(target.data[b], *_example(rest, level, b))
             return None
@@ -288,7 +293,7 @@ class Batched:
         ):
             for b in range(self.batch_size):
                 target = self.data[b]
-                target[_example(index, level, b)] = _example((value,), level, b)[0]
+                target[tuple(_example(index, level, b))] = _example((value,), level, b)[0]
             return
         region = np.ndim(self.data[(slice(None),) + index]) - 1
         self.data[(slice(None),) + index] = _padded(value, region) if _at(value, level) else value
@@ -1051,10 +1056,7 @@ def _loop(func: Callable, args: tuple, kwargs: dict, level: int) -> Any:
 
 
 def _debugging() -> bool:
-    observer = observing.get()
-    while isinstance(observer, _Broadcaster):
-        observer = observer.previous
-    return observer is not None
+    return observing.get() is not None
 
 
 def _stacked(results: list, level: int) -> Any:
@@ -1164,19 +1166,15 @@ def _batched_at(v: Any, level: int) -> bool:
 
 
 class _Broadcaster:
-    """The context's observer during a ``vmap`` call: a Branch of a tape made before
-    the call, whose value is batched at this level, with an argument that is not (a
-    node the function closed over) gets that argument through a recorded ``broadcast``,
-    so that the reverse pass sums its adjoint over the batch."""
+    """A rewriter of the context (``tape.observing``) during a ``vmap`` call: a Branch of
+    a tape made before the call, whose value is batched at this level, with an argument
+    that is not (a node the function closed over) gets that argument through a recorded
+    ``broadcast``, so that the reverse pass sums its adjoint over the batch."""
 
-    __slots__ = ("level", "size", "previous", "propagated", "anomaly", "forward")
+    __slots__ = ("level", "size")
 
-    def __init__(self, level: int, size: int, previous: Any) -> None:
-        self.level, self.size, self.previous = level, size, previous
-        # what tape.debug() reads of the observer it nests in, and the reverse pass's check
-        self.propagated = getattr(previous, "propagated", None)
-        self.anomaly = getattr(previous, "anomaly", False)
-        self.forward = getattr(previous, "forward", True)
+    def __init__(self, level: int, size: int) -> None:
+        self.level, self.size = level, size
 
     def recorded(self, record: Any) -> None:
         tape = record.tape
@@ -1188,8 +1186,6 @@ class _Broadcaster:
             and _batched_at(record.value, self.level)
         ):
             self._broadcast_arguments(record, tape)
-        if self.previous is not None:
-            self.previous.recorded(record)
 
     def _broadcast_arguments(self, record: Any, tape: Any) -> None:
         args = list(record.args)
@@ -1212,14 +1208,10 @@ class _Broadcaster:
 
     def _broadcast(self, record: Any, tape: Any, node: Any) -> Any:
         # the broadcast goes before the record that uses it, so that the reverse pass
-        # (backwards) meets the record first
+        # (backwards) meets the record first; no rewriter rewrites a broadcast (_OWN)
         assert tape.records[-1] is record
         tape.records.pop()
-        token = observe(self.previous)
-        try:
-            b = broadcast(node, self.level, self.size)
-        finally:
-            unobserve(token)
+        b = broadcast(node, self.level, self.size)
         record.pos = len(tape.records)
         tape.records.append(record)
         return b
@@ -1331,8 +1323,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = Fal
                 ins.append(leaf)
             else:
                 ins.append(batch_in(leaf, axis % np.ndim(value_of(leaf)), level))
-        previous = observing.get()
-        token = observe(_Broadcaster(level, size, previous))
+        token = rewrite(_Broadcaster(level, size))
         report_token = _reporting.set(report or _reporting.get())
         try:
             out = f(*tree_unflatten(treedef, ins), **kwargs)

@@ -20,6 +20,7 @@ import numpy as np
 import sensitivities
 from sensitivities.registry import function_name, value_of
 
+from .batching import Batched
 from .errors import AnomalyError, describe
 from .interrupts import uninterrupted
 from .node import Node
@@ -184,8 +185,17 @@ def anomaly_detected() -> bool:
     return observer is not None and observer.anomaly
 
 
-def _finite(value: Any) -> bool:
+def _plain(value: Any) -> Any:
+    """The plain value of a node; a batch's values (under ``vmap``) as one array, so
+    that one example's NaN is found, not refused as control flow on a batch."""
     value = value_of(value)
+    while isinstance(value, Batched):
+        value = value.data
+    return value
+
+
+def _finite(value: Any) -> bool:
+    value = _plain(value)
     if type(value) is float or type(value) is np.float64:
         return math.isfinite(value)
     try:
@@ -205,7 +215,7 @@ def _inputs_finite(node: Node) -> bool:
 
 
 def _bad(value: Any) -> str:
-    value = np.asarray(value_of(value))
+    value = np.asarray(_plain(value))
     if np.isnan(value).any():
         return "NaN"
     if np.iscomplexobj(value):

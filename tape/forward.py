@@ -205,7 +205,8 @@ def derived_pushforward(rules, i, y, xdot, vals, kwargs, k):
                 total = total + inner(xb, vb)
         return total
 
-    u0 = np.zeros(np.shape(y), dtype=_float_type(y))
+    # like y's plain value: a batch of them under vmap, so that no plain array meets a batch
+    u0 = np.zeros_like(value_of(y), dtype=_float_type(y))
     columns = []
     for d in range(k):
         v = [None if t is None else t[d] for t in xdot] if listed else xdot[d]

@@ -1,10 +1,21 @@
-"""The observer of the current thread or ``contextvars`` context: how ``tape.debug()``
-(and ``tape.vmap``'s closures) see the records of every tape while they are open.
+"""What watches the records of the current thread or ``contextvars`` context: the debug
+modes (``tape.debug()``, ``tape.detect_anomaly()``) and ``tape.vmap``'s closures.
 
-``observer.recorded(record)`` is called for every new record (``Tape.add``) and
-``observer.propagated(branch, ybar, rtape)`` (unless None) after each Branch of a reverse
-pass. A count of the contexts open in any thread lets a record pay one integer read
-while none is.
+They are two hooks, held apart, so that neither takes the other's place when one is
+opened inside the other (a ``tape.debug()`` block inside a vmapped function, or a
+``vmap`` call under ``tape.debug()``):
+
+- the *rewriters* (``rewriting``, a tuple, innermost first): one for each ``vmap`` call
+  in progress. ``rewriter.recorded(record)`` may change a new record's arguments and
+  insert records before it (``vmap`` broadcasts a node the function closed over).
+- the *observer* (``observing``): the debug mode, at most one; a mode opened inside
+  another takes its place for the block and keeps its settings. ``observer.recorded``
+  is called for every new record and ``observer.propagated(branch, ybar, rtape)`` (unless
+  None) after each Branch of a reverse pass.
+
+``Tape.add`` hands each new record to the rewriters first, then to the observer, so that
+the observer sees each record as it ends up: its arguments and its position final. A
+count of the hooks set in any thread lets a record pay one integer read while none is.
 """
 
 from __future__ import annotations
@@ -13,27 +24,38 @@ import threading
 from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["observing", "observe", "unobserve"]
+__all__ = ["observing", "observe", "rewriting", "rewrite", "unobserve"]
 
 observing: ContextVar[Any] = ContextVar("tape_observing", default=None)
 observer = observing.get
-observed = 0  # observing contexts open in any thread: while none is, a record reads one int
+rewriting: ContextVar[tuple] = ContextVar("tape_rewriting", default=())
+rewriters = rewriting.get
+observed = 0  # hooks set in any thread: while none is, a record reads one int
 _lock = threading.Lock()
+
+
+def _count(step: int) -> None:
+    global observed
+    with _lock:
+        observed += step
 
 
 def observe(observer: Any) -> Any:
     """Make ``observer`` the current context's (``observing``); returns the token that
     ``unobserve`` takes to undo it. The count goes up first and down last, so that a
     Ctrl-C between the two steps can only leave it high, which costs speed, not records."""
-    global observed
-    with _lock:
-        observed += 1
+    _count(1)
     return observing.set(observer)
 
 
+def rewrite(rewriter: Any) -> Any:
+    """Add ``rewriter`` to the current context's (``rewriting``), innermost first; returns
+    the token that ``unobserve`` takes to undo it."""
+    _count(1)
+    return rewriting.set((rewriter,) + rewriting.get())
+
+
 def unobserve(token: Any) -> None:
-    """Undo the ``observe`` that gave ``token``."""
-    global observed
-    observing.reset(token)
-    with _lock:
-        observed -= 1
+    """Undo the ``observe`` or ``rewrite`` that gave ``token``."""
+    token.var.reset(token)
+    _count(-1)

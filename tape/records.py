@@ -36,8 +36,8 @@ every plain result computed from a tape's nodes (a comparison, ``bool(x)``) is r
 to ``Tape.plain``. A new mode subclasses ``Tape`` and overrides them:
 ``tape.forward.ForwardTape.add`` pushes each Branch's tangent as it is recorded, and
 ``tape.compiled`` overrides ``plain`` to guard a replay's control flow. ``tape.debug``
-observes the records of every tape in its context through ``tape.observing``, which
-``Tape.add`` consults.
+observes the records of every tape in its context, and ``tape.vmap`` rewrites those of
+closures, through ``tape.observing``, which ``Tape.add`` consults.
 """
 
 from __future__ import annotations
@@ -91,6 +91,8 @@ class Tape:
         record.pos = len(self.records)
         self.records.append(record)
         if observing.observed:
+            for rewriter in observing.rewriters():  # vmap's closures, then tape.debug()
+                rewriter.recorded(record)
             observer = observing.observer()
             if observer is not None:
                 observer.recorded(record)

@@ -207,6 +207,8 @@ def in_place_rule(rules: Any, i: int, vals: tuple, ybar: Any, value: Any) -> Any
         return update
     if _holds_nodes(ybar, vals) or is_duck_array(value):
         return None
+    if type(ybar) is not _ndarray and type(ybar) not in _SCALARS and is_duck_array(ybar):
+        return None  # an adjoint no plain accumulator can hold: a batch of them, under vmap
     return update
 
 
@@ -214,6 +216,14 @@ def _holds_nodes(ybar: Any, vals: tuple) -> bool:
     # in-place updates cannot be recorded: with nodes of an outer tape about, use the plain
     # rule; so too for the arrays of other libraries (a Dask array has no np.add.at)
     return isinstance(ybar, Node) or any(isinstance(v, Node) for v in vals)
+
+
+def _complex_into_real(xbar: Any, ybar: Any) -> bool:
+    # a complex adjoint cannot be added into a real array in place: the slot is copied
+    dtype = getattr(ybar, "dtype", None)
+    if dtype is None:
+        return type(ybar) is complex
+    return dtype.kind == "c" and xbar.dtype.kind != "c"
 
 
 def update_in_place(rtape, update, arg, y, ybar, vals, kwargs) -> str:
@@ -227,7 +237,7 @@ def update_in_place(rtape, update, arg, y, ybar, vals, kwargs) -> str:
     xbar = rtape.adjoints[pos]
     if xbar is None:
         xbar, made = np.zeros_like(arg.value, dtype=np.result_type(arg.value, ybar)), "zeros"
-    elif not (rtape.owned[pos] and type(xbar) is np.ndarray):
+    elif not (rtape.owned[pos] and type(xbar) is np.ndarray) or _complex_into_real(xbar, ybar):
         xbar, made = np.array(xbar, dtype=np.result_type(xbar, ybar)), "copy"
     else:
         made = "owned"

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tape import grad
+from tape import grad, jacobian, vmap
 
 from .fd import numeric_grad
 
@@ -239,3 +239,33 @@ def test_sparse_laplacian(capsys):
     out = capsys.readouterr().out
     assert "3600 unknowns, 7080 conductances" in out and "gradient of shape (7080,)" in out
     assert worst < 1e-5
+
+
+def test_gauss_newton(capsys):
+    example = load("gauss_newton")
+    (params, losses, scipy_params), (curve_params, curve_losses) = example.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "Jacobian vs finite differences at the start" in out
+    # Bates and Watts' estimates, to the digits they give
+    np.testing.assert_allclose(params, [212.7, 0.06412], rtol=5e-4)
+    if scipy_params is not None:
+        np.testing.assert_allclose(params, scipy_params, rtol=1e-6)
+    assert all(b < a for a, b in zip(losses, losses[1:]))
+    # on its own curve: quadratic convergence, the loss at least squaring near the optimum
+    np.testing.assert_allclose(curve_params, [212.7, 0.06412], rtol=1e-9)
+    near = [loss for loss in curve_losses if 1e-20 < loss < 1.0]
+    assert len(near) >= 2 and all(b < a**2 for a, b in zip(near, near[1:]))
+
+
+def test_gauss_newton_jacobian_rows():
+    # one row per point from vmap(jacobian), against central differences per point and
+    # the analytic Jacobian of Vm x / (K + x)
+    example = load("gauss_newton")
+    params = np.array([190.0, 0.08])
+    x, y = example.CONCENTRATION, example.RATE
+    J = vmap(jacobian(example.michaelis_menten), in_axes=(None, 0, 0))(params, x, y)
+    for i in range(len(x)):
+        fd = numeric_grad(example.michaelis_menten, (params, x[i], y[i]), 0)
+        np.testing.assert_allclose(J[i], fd, rtol=1e-6)
+    analytic = np.column_stack([x / (params[1] + x), -params[0] * x / (params[1] + x) ** 2])
+    np.testing.assert_allclose(J, analytic, rtol=1e-12)

@@ -17,7 +17,7 @@ from tape import (
     sensitivity,
 )
 from tape.reverse import unbroadcast
-from tests.fd import check_grads
+from tests.fd import check_grads, numeric_grad
 
 
 def test_records_that_do_not_reach_the_output_are_skipped():
@@ -167,3 +167,19 @@ VECTOR = np.array([0.3, -0.7, 1.1])
 def test_adjoints_kept_as_the_rules_returned_them_are_never_changed(f, xs):
     for x in xs:
         check_grads(f, x)
+
+
+def test_a_complex_adjoint_added_into_a_real_slot_the_pass_owns():
+    # x's slot is first a real array the pass owns (from x[2] and x[1]), then meets the
+    # complex adjoint of x[0:2] (from x[0:2] * (1 + 2j)): added into a new, complex array
+    def f(x):
+        a = x[0:2] * (1.0 + 2.0j)
+        return np.real(np.sum(a * a)) + x[1] * 3.0 + x[2] * 2.0
+
+    x = np.array([0.3, -0.5, 0.8])
+    (g,) = grad(f)(x)
+    assert g.dtype == np.float64
+    np.testing.assert_allclose(g, numeric_grad(f, [x], 0), rtol=1e-7)
+    # by hand: d/dx_k Re((x_k (1 + 2j))^2) = 2 x_k Re((1 + 2j)^2) = -6 x_k
+    np.testing.assert_allclose(g, [-6 * 0.3, -6 * -0.5 + 3.0, 2.0])
+    np.testing.assert_allclose(compile_grad(f, x)(x + 0.1)[0], grad(f)(x + 0.1)[0])
