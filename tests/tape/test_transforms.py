@@ -131,11 +131,13 @@ def test_auto_mode_picks_forward_for_few_inputs_and_reverse_for_few_outputs(monk
     assert used == ["_jacobian_fwd", "_jacobian_rev"]
 
 
-def test_jacobian_rejects_bad_modes_and_containers():
+def test_jacobian_rejects_bad_modes_and_non_float_leaves():
     with pytest.raises(ValueError, match="mode"):
         jacobian(np.sin, mode="sideways")
-    with pytest.raises(TypeError, match="separate arguments"):
-        jacobian(lambda p: p[0] * p[1])((1.0, 2.0))
+    with pytest.raises(TypeError, match=r"argument 0 \('p'\).*dtype int64"):
+        jacobian(lambda p: p[0] * p[1])((1.0, np.arange(2)))
+    with pytest.raises(TypeError, match=r"argument 1 \('q'\).*str"):
+        hessian(lambda p, q: p**2, argnums=(0, 1))(1.0, {"a": "x"})
 
 
 def _complex_jacobian_by_differences(f, x, eps=1e-6):
