@@ -533,12 +533,23 @@ def hvp(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
             tangents[i] = vi
         product = jvp(lambda *a: gradient(*a, **kwargs), tuple(args), tuple(tangents))[1]
         casts = [
-            tree_map(lambda p, x: _like(p, x), p, args[i])
+            tree_map(_like_input, p, args[i])
             for p, i in zip((product,) if single else product, nums)
         ]
         return casts[0] if single else tuple(casts)
 
     return product
+
+
+def _like_input(p: Any, x: Any) -> Any:
+    """``p`` in the dtype of input ``x``; a Python float that ``jvp`` made readable too,
+    where ``x`` is a float32 (or other non-double) scalar."""
+    if isinstance(p, (float, complex)) and np.result_type(value_of(x)) not in _DOUBLES:
+        p = np.complex128(p) if isinstance(p, complex) else np.float64(p)
+    return _like(p, x)
+
+
+_DOUBLES = (np.dtype(np.float64), np.dtype(np.complex128))
 
 
 def stop_gradient(x: Any) -> Any:
