@@ -365,21 +365,10 @@ def _jacobian_rev(f, nums, args, kwargs):
     split = any(real_inputs) and any(np.iscomplexobj(o) for o in outs)
     if split:
         blocks = [None if t is None else np.concatenate([t, -1j * t]) for t in blocks]
-    # The pullback is linear: pushing k cotangents through it as the k directions of one
-    # forward pass (forward mode over the reverse pass) gives J^T for every output at once.
-    ftape = ForwardTape(2 * k if split else k)
-    try:
-        seeds = []
-        for t in blocks:
-            if t is None:  # a None output: no cotangent
-                seeds.append(None)
-                continue
-            seeds.append(Leaf(ftape, np.zeros(np.shape(t)[1:], dtype=t.dtype)))
-            ftape.seed(seeds[-1], t)
-        jts = [ftape.tangent(g) for g in pullback(tree_unflatten(out_def, seeds))]
-    finally:
-        ftape.records.clear()
-        ftape.tangents.clear()
+    cotangents = tree_unflatten(out_def, blocks)
+    jts = _batched_pullback(pullback, cotangents) if _REV_BY_VMAP else None
+    if jts is None:
+        jts = _forward_over_pullback(pullback, cotangents, out_def, 2 * k if split else k)
     if split:
         jts = [jt[:k] + 1j * jt[k:] if real else jt[:k] for jt, real in zip(jts, real_inputs)]
     # jts[i] is (k, *x_i.shape), the directions of all outputs in turn: split per output
@@ -393,6 +382,43 @@ def _jacobian_rev(f, nums, args, kwargs):
             jacs[j].append(_like(block, o, args[i]))
             offset += n
     return out_def, jacs
+
+
+_REV_BY_VMAP = True
+
+
+def _batched_pullback(pullback: _Pullback, cotangents: Any) -> list | None:
+    """J^T for the k cotangents at once, the pullback run on them as one batch (vmap of
+    the reverse pass; ``benchmarks/jacobian_paths.py`` finds it up to a quarter faster
+    than forward mode over the pullback, which pays for the primal values of the reverse
+    pass too). None where some rule cannot run batched: ``f`` has run already, so an error
+    here comes from a rule under vmap, and forward mode over the pullback, which every
+    rule supports, gives the answer (or raises the error that is the user's)."""
+    from .batching import vmap
+
+    try:
+        return list(vmap(pullback)(cotangents))
+    except Exception:
+        return None
+
+
+def _forward_over_pullback(pullback: _Pullback, cotangents: Any, out_def: Any, k: int) -> list:
+    """J^T for the k cotangents at once: the pullback is linear, so the cotangents go
+    through it as the k directions of one forward pass (forward mode over the reverse
+    pass)."""
+    ftape = ForwardTape(k)
+    try:
+        seeds = []
+        for t in tree_leaves_like(cotangents, out_def):
+            if t is None:  # a None output: no cotangent
+                seeds.append(None)
+                continue
+            seeds.append(Leaf(ftape, np.zeros(np.shape(t)[1:], dtype=t.dtype)))
+            ftape.seed(seeds[-1], t)
+        return [ftape.tangent(g) for g in pullback(tree_unflatten(out_def, seeds))]
+    finally:
+        ftape.records.clear()
+        ftape.tangents.clear()
 
 
 def jacobian(f: Callable, argnums: int | Sequence[int] = 0, mode: str = "auto") -> Callable:

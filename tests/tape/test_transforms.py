@@ -727,3 +727,22 @@ def test_jacobian_of_random_trees_matches_finite_differences(tree, mode):
 
     J = jacobian(f, mode=mode)(tree)
     assert_same_tree(J, numeric_tree_jacobian(f, tree), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: x[1:] * x[:-1],  # getitem's in-place update rule
+        lambda x: np.concatenate([x, np.sin(x)]),
+        lambda x: np.repeat(x, 2) ** 2,
+        lambda x: np.diagonal(np.outer(x, x)),
+        lambda x: np.tanh(np.outer(x, x) @ x),
+    ],
+)
+def test_reverse_jacobians_agree_with_forward_ones_batched_or_not(f):
+    # the reverse Jacobian runs the pullback under vmap, or where a rule cannot run
+    # batched, as the directions of a forward pass: the same answer either way
+    x = np.array([0.3, -1.2, 0.8])
+    J = jacobian(f, mode="rev")(x)
+    np.testing.assert_allclose(J, jacobian(f, mode="fwd")(x), rtol=1e-12)
+    np.testing.assert_allclose(J, numeric_jacobian(f, x), rtol=1e-6, atol=1e-8)
