@@ -1257,7 +1257,8 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = Fal
     (one entry per positional argument, each an int, None, or a container matching
     that argument's structure). ``out_axes`` says where the batch goes in the outputs,
     likewise (``None`` for an output that does not depend on the batch). Arguments and
-    outputs may be tuples, lists, dicts and namedtuples of arrays.
+    outputs may be tuples, lists, dicts and namedtuples of arrays; a ``None`` leaf in
+    either is passed through as ``None``, whatever its axis.
 
     It composes with the other transforms both ways round: ``vmap(grad(f))`` gives
     per-example gradients, ``grad`` of a function that calls ``vmap`` differentiates
@@ -1301,7 +1302,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = Fal
         leaves, treedef = tree_flatten(tuple(args))
         sizes = set()
         for leaf, axis in zip(leaves, axes):
-            if axis is None:
+            if axis is None or leaf is None:  # a None leaf is an empty part: passed through
                 continue
             shape = np.shape(value_of(leaf))
             if not -len(shape) <= axis < len(shape):
@@ -1319,7 +1320,7 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = Fal
         level = Tape().level
         ins = []
         for leaf, axis in zip(leaves, axes):
-            if axis is None:
+            if axis is None or leaf is None:
                 ins.append(leaf)
             else:
                 ins.append(batch_in(leaf, axis % np.ndim(value_of(leaf)), level))

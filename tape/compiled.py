@@ -451,7 +451,9 @@ class _Program:
         self.constant_value = value
         self.grads = grads  # per differentiated argument: its leaves' indices, treedef, slots
         leaf_values = {pos: tape.records[pos].value for _, pos in inputs}
-        differentiated = {slot.pos for _, _, slots in grads.values() for slot in slots}
+        differentiated = {
+            slot.pos for _, _, slots in grads.values() for slot in slots if slot is not None
+        }
         argpos, active, live = _liveness(tape, differentiated, out_pos)
         source = _Source(tape)
         forward = source.forward(live, argpos)
@@ -496,8 +498,9 @@ def _number_leaves(tape, call_args, recorded, flat, data_as_leaves):
         if i in recorded:
             _, treedef, nodes = recorded[i]
             at = range(index, index + len(nodes))
-            inputs += [(k, node.pos) for k, node in zip(at, nodes)]
-            grads[i] = (at, treedef, [_Slot(node.pos) for node in nodes])
+            inputs += [(k, node.pos) for k, node in zip(at, nodes) if node is not None]
+            slots = [None if node is None else _Slot(node.pos) for node in nodes]  # None: None
+            grads[i] = (at, treedef, slots)
             index += len(nodes)
             continue
         leaves, treedef = tree_flatten(a)

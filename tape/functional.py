@@ -244,27 +244,33 @@ def _not_a_scalar(value: Any, fname: str, who: str) -> str:
 
 def record_inputs(f: Callable, tape: Tape, args: tuple, nums: tuple) -> tuple[list, dict]:
     """``args`` with the leaves of ``args[i]`` (i in ``nums``) recorded on ``tape``, and
-    for each such i the leaves, their structure and their nodes."""
+    for each such i the leaves, their structure and their nodes (None for a None leaf)."""
     args = list(args)
     inputs = {}
     for i in nums:
         leaves, treedef = tree_flatten(args[i])
         for leaf in leaves:
-            check_input(f, i, leaf)
-        nodes = [Leaf(tape, leaf) for leaf in leaves]
+            if leaf is not None:
+                check_input(f, i, leaf)
+        # a None leaf is an empty part (an absent bias): nothing recorded, None back
+        nodes = [None if leaf is None else Leaf(tape, leaf) for leaf in leaves]
         inputs[i] = (leaves, treedef, nodes)
         args[i] = tree_unflatten(treedef, nodes)
     return args, inputs
 
 
 def input_gradients(inputs: dict, nums: tuple, adjoint: Any) -> list:
-    """One gradient per entry of ``nums``, read off the adjoints (None: all zeros)."""
+    """One gradient per entry of ``nums``, read off the adjoints (None: all zeros); a
+    None leaf's gradient is None."""
     grads = []
     handed: set = set()
     for i in nums:
         leaves, treedef, nodes = inputs[i]
         gs = []
         for x, node in zip(leaves, nodes):
+            if node is None:
+                gs.append(None)
+                continue
             g = None if adjoint is None else adjoint[node.pos]
             g = zeros_like_input(x) if g is None else as_input_type(g, x)
             gs.append(own_array(g, handed))

@@ -95,9 +95,10 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple[Any, Any]:
     forward pass of dual numbers.
 
     ``tangents`` matches ``primals`` (same structure; a ``None`` tangent makes that
-    argument a constant). A tangent of shape ``(k,) + x.shape`` holds ``k`` directions
-    at once: the result then has a leading axis of ``k``, and a whole Jacobian is one
-    pass (see ``jacobian``).
+    argument or leaf a constant, and a ``None`` leaf of a primal takes a ``None``
+    tangent; a ``None`` output gets a ``None`` tangent). A tangent of shape
+    ``(k,) + x.shape`` holds ``k`` directions at once: the result then has a leading
+    axis of ``k``, and a whole Jacobian is one pass (see ``jacobian``).
 
     >>> import numpy as np
     >>> from tape import jvp
@@ -120,10 +121,18 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple[Any, Any]:
         xl, xd = tree_flatten(x)
         tl = [None] * len(xl) if t is None else tree_leaves_like(t, xd)
         if tl is None:
-            raise ValueError(f"the tangent of argument {i} does not have the primal's structure")
+            raise ValueError(
+                f"the tangent of argument {i} does not have the primal's structure {xd!r}"
+            )
         for leaf, tangent in zip(xl, tl):
-            if tangent is not None:
-                check_input(f, i, leaf)
+            if tangent is None:
+                continue
+            if leaf is None:
+                raise ValueError(
+                    f"the tangent of argument {i} has a value where the primal has None: "
+                    "give None there"
+                )
+            check_input(f, i, leaf)
         leaves += xl
         tleaves += tl
         treedefs.append((len(xl), xd))
@@ -141,15 +150,14 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple[Any, Any]:
     try:
         outs, out_def = tree_flatten(out)
         ys = [o.value if isinstance(o, Node) and o.tape is tape else o for o in outs]
-        ydots = [tape.tangent(o) for o in outs]
+        ydots = [None if o is None else tape.tangent(o) for o in outs]  # None: None
     finally:
         tape.records.clear()
         tape.tangents.clear()
     if not batched:
-        ydots = [t[0] for t in ydots]
-    ydots = [_like(t, y) for t, y in zip(ydots, ys)]
+        ydots = [None if t is None else t[0] for t in ydots]
+    ydots = [None if t is None else _readable(_like(t, y)) for t, y in zip(ydots, ys)]
     ys = [_readable(y) for y in ys]
-    ydots = [_readable(t) for t in ydots]
     return tree_unflatten(out_def, ys), tree_unflatten(out_def, ydots)
 
 
@@ -187,6 +195,12 @@ class _Pullback:
         rtape = ReverseTape(self.tape)
         seeded = False
         for out, yb in zip(outs, ybars):
+            if yb is None:  # no cotangent: zero there
+                continue
+            if out is None:
+                raise ValueError(
+                    "the cotangent has a value where the output has None: give None there"
+                )
             shape = np.shape(value_of(out))
             if np.shape(yb) != shape:
                 raise ValueError(
@@ -221,7 +235,8 @@ def vjp(f: Callable, *args: Any) -> tuple[Any, Callable]:
     ``<ybar, f(*args)>`` with respect to each argument: ``J^T ybar``.
 
     ``f`` runs once; the pullback keeps its tape, and may be called again and again with
-    other cotangents (of the output's shape and structure).
+    other cotangents (of the output's shape and structure; ``None`` where the output is
+    ``None``). A ``None`` leaf of an argument gets ``None`` back.
 
     >>> import numpy as np
     >>> from tape import vjp
@@ -239,9 +254,12 @@ def vjp(f: Callable, *args: Any) -> tuple[Any, Callable]:
 
 def _identity_blocks(xs: list, k: int) -> list:
     """For each input, its slice of the identity in ``k`` directions: input ``i`` gets
-    the directions ``offset_i .. offset_i + size_i``."""
+    the directions ``offset_i .. offset_i + size_i`` (a None input gets None)."""
     tangents, offset = [], 0
     for x in xs:
+        if x is None:
+            tangents.append(None)
+            continue
         value = value_of(x)
         n = int(np.size(value))
         dtype = np.result_type(value)
@@ -265,13 +283,53 @@ def _blocks(t: Any, sizes: list, lead_shape: tuple, shapes: list) -> list:
     return out
 
 
-def _check_jacobian_input(f, i, x):
-    if isinstance(x, (tuple, list, dict)):
-        raise TypeError(
-            f"jacobian differentiates with respect to arrays and floats; argument {i} is a "
-            f"{type(x).__name__} (pass its parts as separate arguments)"
-        )
-    check_input(f, i, x)
+# The transforms below differentiate with respect to the leaves of the arguments in
+# ``argnums``: each argument is flattened into its leaves (``None`` leaves left out), the
+# passes run on the flat list of arrays, and the results are put back into the trees.
+
+
+def _tree_inputs(f: Callable, nums: tuple, args: Sequence) -> tuple[list, list]:
+    """The leaves of ``args[i]`` (i in ``nums``) that are not None, in order, checked;
+    and per such argument ``(i, treedef, leaves)``, to put them back."""
+    xs, parts = [], []
+    for i in nums:
+        leaves, treedef = tree_flatten(args[i])
+        for leaf in leaves:
+            if leaf is not None:
+                check_input(f, i, leaf)
+                xs.append(leaf)
+        parts.append((i, treedef, leaves))
+    return xs, parts
+
+
+def _on_leaves(f: Callable, args: Sequence, parts: list, kwargs: dict) -> Callable:
+    """``f`` as a function of the leaves that ``_tree_inputs`` took out of ``args``."""
+
+    def flat_f(*xs: Any) -> Any:
+        new, k = list(args), 0
+        for i, treedef, leaves in parts:
+            rebuilt = []
+            for leaf in leaves:
+                rebuilt.append(None if leaf is None else xs[k])
+                k += leaf is not None
+            new[i] = tree_unflatten(treedef, rebuilt)
+        return f(*new, **kwargs)
+
+    flat_f.__name__ = getattr(f, "__name__", "f")
+    return flat_f
+
+
+def _grouped(values: list, parts: list, single: bool) -> Any:
+    """One value per leaf that ``_tree_inputs`` took out, put in its argument's tree
+    (None where the leaf is None): that tree for an int ``argnums``, else a tuple of them."""
+    trees, k = [], 0
+    for _, treedef, leaves in parts:
+        here = []
+        for leaf in leaves:
+            here.append(None if leaf is None else values[k])
+            k += leaf is not None
+        trees.append(tree_unflatten(treedef, here))
+    return trees[0] if single else tuple(trees)
 
 
 def _jacobian_fwd(f, nums, args, kwargs):
@@ -283,19 +341,22 @@ def _jacobian_fwd(f, nums, args, kwargs):
     out, tape = push_forward(f, args, kwargs, tangents, k)
     try:
         outs, out_def = tree_flatten(out)
-        ydots = [tape.tangent(o) for o in outs]
+        ydots = [None if o is None else tape.tangent(o) for o in outs]
     finally:
         tape.records.clear()
         tape.tangents.clear()
     shapes = [np.shape(value_of(x)) for x in xs]
-    jacs = [_blocks(t, sizes, np.shape(t)[1:], shapes) for t in ydots]
-    return out_def, [[_like(j, o, x) for j, x in zip(js, xs)] for js, o in zip(jacs, outs)]
+    jacs = [None if t is None else _blocks(t, sizes, np.shape(t)[1:], shapes) for t in ydots]
+    return out_def, [
+        None if js is None else [_like(j, o, x) for j, x in zip(js, xs)]
+        for js, o in zip(jacs, outs)
+    ]
 
 
 def _jacobian_rev(f, nums, args, kwargs):
     y, pullback = _vjp(f, nums, args, kwargs)
     outs, out_def = tree_flatten(y)
-    sizes = [int(np.size(o)) for o in outs]
+    sizes = [0 if o is None else int(np.size(o)) for o in outs]
     k = sum(sizes)
     blocks = _identity_blocks(outs, k)
     # A real input's gradient keeps Re(ybar J): for a complex output, the cotangents
@@ -303,30 +364,61 @@ def _jacobian_rev(f, nums, args, kwargs):
     real_inputs = [not np.iscomplexobj(value_of(args[i])) for i in nums]
     split = any(real_inputs) and any(np.iscomplexobj(o) for o in outs)
     if split:
-        blocks = [np.concatenate([t, -1j * t]) for t in blocks]
-    # The pullback is linear: pushing k cotangents through it as the k directions of one
-    # forward pass (forward mode over the reverse pass) gives J^T for every output at once.
-    ftape = ForwardTape(2 * k if split else k)
-    try:
-        seeds = []
-        for t in blocks:
-            seeds.append(Leaf(ftape, np.zeros(np.shape(t)[1:], dtype=t.dtype)))
-            ftape.seed(seeds[-1], t)
-        jts = [ftape.tangent(g) for g in pullback(tree_unflatten(out_def, seeds))]
-    finally:
-        ftape.records.clear()
-        ftape.tangents.clear()
+        blocks = [None if t is None else np.concatenate([t, -1j * t]) for t in blocks]
+    cotangents = tree_unflatten(out_def, blocks)
+    jts = _batched_pullback(pullback, cotangents) if _REV_BY_VMAP else None
+    if jts is None:
+        jts = _forward_over_pullback(pullback, cotangents, out_def, 2 * k if split else k)
     if split:
         jts = [jt[:k] + 1j * jt[k:] if real else jt[:k] for jt, real in zip(jts, real_inputs)]
     # jts[i] is (k, *x_i.shape), the directions of all outputs in turn: split per output
-    jacs = [[] for _ in outs]
-    for jt in jts:
+    jacs: list = [None if o is None else [] for o in outs]
+    for jt, i in zip(jts, nums):
         offset = 0
         for j, (n, o) in enumerate(zip(sizes, outs)):
+            if o is None:
+                continue
             block = np.reshape(jt[offset : offset + n], np.shape(o) + np.shape(jt)[1:])
-            jacs[j].append(_like(block, o, args[nums[len(jacs[j])]]))
+            jacs[j].append(_like(block, o, args[i]))
             offset += n
     return out_def, jacs
+
+
+_REV_BY_VMAP = True
+
+
+def _batched_pullback(pullback: _Pullback, cotangents: Any) -> list | None:
+    """J^T for the k cotangents at once, the pullback run on them as one batch (vmap of
+    the reverse pass; ``benchmarks/jacobian_paths.py`` finds it up to a quarter faster
+    than forward mode over the pullback, which pays for the primal values of the reverse
+    pass too). None where some rule cannot run batched: ``f`` has run already, so an error
+    here comes from a rule under vmap, and forward mode over the pullback, which every
+    rule supports, gives the answer (or raises the error that is the user's)."""
+    from .batching import vmap
+
+    try:
+        return list(vmap(pullback)(cotangents))
+    except Exception:
+        return None
+
+
+def _forward_over_pullback(pullback: _Pullback, cotangents: Any, out_def: Any, k: int) -> list:
+    """J^T for the k cotangents at once: the pullback is linear, so the cotangents go
+    through it as the k directions of one forward pass (forward mode over the reverse
+    pass)."""
+    ftape = ForwardTape(k)
+    try:
+        seeds = []
+        for t in tree_leaves_like(cotangents, out_def):
+            if t is None:  # a None output: no cotangent
+                seeds.append(None)
+                continue
+            seeds.append(Leaf(ftape, np.zeros(np.shape(t)[1:], dtype=t.dtype)))
+            ftape.seed(seeds[-1], t)
+        return [ftape.tangent(g) for g in pullback(tree_unflatten(out_def, seeds))]
+    finally:
+        ftape.records.clear()
+        ftape.tangents.clear()
 
 
 def jacobian(f: Callable, argnums: int | Sequence[int] = 0, mode: str = "auto") -> Callable:
@@ -337,10 +429,15 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0, mode: str = "auto") 
     ``mode="rev"`` records ``f`` once and pushes one cotangent per output element through
     a single reverse pass (forward mode over the pullback, which is linear). ``"auto"``
     picks forward mode when the input has fewer elements than the output. An int
-    ``argnums`` gives one Jacobian, a tuple a tuple of them; an output that is a tuple or
-    dict of arrays gives the same structure of Jacobians. For complex inputs it is the
+    ``argnums`` gives one Jacobian, a tuple a tuple of them. For complex inputs it is the
     Jacobian of a holomorphic function (both modes agree); a real-valued function of a
     complex input has none, and its gradient is ``grad``'s (``∂f/∂x − i ∂f/∂y``).
+
+    Arguments and outputs may be containers (tuples, lists, dicts, namedtuples, nested),
+    as in JAX: the result has the output's structure, and in place of each output array
+    the argument's structure (a tuple of them for a tuple ``argnums``), whose leaves are
+    the blocks ``d out_leaf / d in_leaf`` of shape ``out_leaf.shape + in_leaf.shape``.
+    A ``None`` leaf, in an argument or the output, has ``None`` in its place.
 
     >>> import numpy as np
     >>> from tape import jacobian
@@ -351,6 +448,10 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0, mode: str = "auto") 
            [ 6., 12.]])
     >>> jacobian(f, mode="rev")(np.array([1.0, 2.0])).shape
     (3, 2)
+    >>> p = {"w": np.ones((2, 3)), "b": np.zeros(2), "skip": None}
+    >>> J = jacobian(lambda p: {"y": p["w"] @ np.ones(3) + p["b"]})(p)
+    >>> {k: None if v is None else v.shape for k, v in J["y"].items()}
+    {'w': (2, 2, 3), 'b': (2, 2), 'skip': None}
     """
     if mode not in ("auto", "fwd", "rev"):
         raise ValueError(f"mode must be 'auto', 'fwd' or 'rev', got {mode!r}")
@@ -358,21 +459,21 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0, mode: str = "auto") 
     @functools.wraps(f)
     def jacobian_of(*args: Any, **kwargs: Any):
         nums, single = normalise_argnums(argnums, len(args), getattr(f, "__name__", "f"))
-        for i in nums:
-            _check_jacobian_input(f, i, args[i])
+        xs, parts = _tree_inputs(f, nums, args)
+        flat_f = _on_leaves(f, args, parts, kwargs)
         how = mode
         if how == "auto":
             # the output's size decides; a run on plain values finds it, recording nothing
-            plain = [tree_map(value_of, a) for a in args]
-            out = f(*plain, **{k: tree_map(value_of, v) for k, v in kwargs.items()})
-            n_out = sum(int(np.size(o)) for o in tree_flatten(out)[0])
-            n_in = sum(int(np.size(plain[i])) for i in nums)
+            out = flat_f(*[value_of(x) for x in xs])
+            n_out = sum(int(np.size(o)) for o in tree_flatten(out)[0] if o is not None)
+            n_in = sum(int(np.size(value_of(x))) for x in xs)
             how = "fwd" if n_in < n_out else "rev"
+        flat_nums = tuple(range(len(xs)))
         if how == "fwd":
-            out_def, jacs = _jacobian_fwd(f, nums, args, kwargs)
+            out_def, jacs = _jacobian_fwd(flat_f, flat_nums, xs, {})
         else:
-            out_def, jacs = _jacobian_rev(f, nums, args, kwargs)
-        jacs = [js[0] if single else tuple(js) for js in jacs]
+            out_def, jacs = _jacobian_rev(flat_f, flat_nums, xs, {})
+        jacs = [None if js is None else _grouped(js, parts, single) for js in jacs]
         return tree_unflatten(out_def, jacs)
 
     return jacobian_of
@@ -383,26 +484,39 @@ def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     forward pass through ``grad(f)``. Its shape is ``in.shape + in.shape``; a tuple
     ``argnums`` gives the blocks ``H[i][j]``.
 
+    For an argument that is a container, the structure is JAX's, the Jacobian's of the
+    gradient: ``hessian(f)(params)[k1][k2]``, for a dict, is the block
+    ``d^2 f / d params[k1] d params[k2]``, of shape
+    ``params[k1].shape + params[k2].shape`` (a dict of dicts); for a tuple ``argnums``,
+    ``H[i]`` has argument ``i``'s structure with a tuple over ``argnums`` at each leaf.
+    ``None`` leaves have ``None`` in their place.
+
     >>> import numpy as np
     >>> from tape import hessian
     >>> hessian(lambda x: x[0] ** 2 * x[1] + np.sin(x[1]))(np.array([1.0, 0.0]))
     array([[0., 2.],
            [2., 0.]])
+    >>> H = hessian(lambda p: p["a"] ** 2 * np.sum(p["b"]))({"a": 3.0, "b": np.ones(2)})
+    >>> H["a"]["a"], H["a"]["b"], H["b"]["b"].shape
+    (array(4.), array([6., 6.]), (2, 2))
     """
     from .functional import grad
 
-    h = jacobian(grad(f, argnums=argnums), argnums=argnums, mode="fwd")
-
     @functools.wraps(f)
     def hessian_of(*args: Any, **kwargs: Any):
-        blocks = h(*args, **kwargs)
-        if isinstance(argnums, int):
-            return _like(blocks, args[argnums])
+        nums, single = normalise_argnums(argnums, len(args), getattr(f, "__name__", "f"))
+        xs, parts = _tree_inputs(f, nums, args)
+        flat_f = _on_leaves(f, args, parts, kwargs)
+        flat_nums = tuple(range(len(xs)))
+        if not xs:  # nothing to differentiate: every block is None
+            return _grouped([], parts, single)
+        _, rows = _jacobian_fwd(grad(flat_f, argnums=flat_nums), flat_nums, xs, {})
         # the inputs' dtype: a gradient computed through float64 constants is cast back
-        return tuple(
-            tuple(_like(b, args[i], args[j]) for b, j in zip(row, argnums))
-            for row, i in zip(blocks, argnums)
-        )
+        rows = [
+            _grouped([_like(b, xa, xb) for b, xb in zip(row, xs)], parts, single)
+            for row, xa in zip(rows, xs)
+        ]
+        return _grouped(rows, parts, single)
 
     return hessian_of
 
@@ -413,11 +527,17 @@ def hvp(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     ``argnums``), as the forward derivative of ``grad(f)`` along ``v``. The Hessian is
     never formed: it costs a small multiple of one gradient.
 
+    An argument may be a container: ``v`` then has its structure (``None`` where it has a
+    ``None`` leaf), and so has ``H v``.
+
     >>> import numpy as np
     >>> from tape import hvp
     >>> A = np.array([[2.0, 1.0], [1.0, 3.0]])
     >>> hvp(lambda x: 0.5 * x @ A @ x)(np.array([1.0, -1.0]), np.array([1.0, 0.0]))
     array([2., 1.])
+    >>> p, v = {"x": np.array([1.0, 2.0]), "s": 3.0}, {"x": np.array([1.0, 0.0]), "s": 0.0}
+    >>> hvp(lambda p: p["s"] * np.sum(p["x"] ** 2))(p, v)
+    {'x': array([6., 0.]), 's': 2.0}
     """
     from .functional import grad
 
@@ -429,15 +549,33 @@ def hvp(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
             raise TypeError("hvp(f)(*args, v) needs the arguments of f and then v")
         *args, v = args
         nums, single = normalise_argnums(argnums, len(args), getattr(f, "__name__", "f"))
+        if not single and not (isinstance(v, (tuple, list)) and len(v) == len(nums)):
+            raise ValueError(
+                f"hvp with argnums={argnums!r} takes v as a tuple of {len(nums)} parts, one "
+                "per entry of argnums"
+            )
         tangents: list = [None] * len(args)
         for i, vi in zip(nums, (v,) if single else v):
             tangents[i] = vi
         product = jvp(lambda *a: gradient(*a, **kwargs), tuple(args), tuple(tangents))[1]
-        if single:
-            return _like(product, args[nums[0]])
-        return tuple(_like(p, args[i]) for p, i in zip(product, nums))
+        casts = [
+            tree_map(_like_input, p, args[i])
+            for p, i in zip((product,) if single else product, nums)
+        ]
+        return casts[0] if single else tuple(casts)
 
     return product
+
+
+def _like_input(p: Any, x: Any) -> Any:
+    """``p`` in the dtype of input ``x``; a Python float that ``jvp`` made readable too,
+    where ``x`` is a float32 (or other non-double) scalar."""
+    if isinstance(p, (float, complex)) and np.result_type(value_of(x)) not in _DOUBLES:
+        p = np.complex128(p) if isinstance(p, complex) else np.float64(p)
+    return _like(p, x)
+
+
+_DOUBLES = (np.dtype(np.float64), np.dtype(np.complex128))
 
 
 def stop_gradient(x: Any) -> Any:

@@ -352,3 +352,14 @@ def test_least_recently_used_shape_is_dropped_first():
     assert g.recordings == 4
     with pytest.raises(ValueError, match="cache_size"):
         compile_grad(lambda x: np.sum(x), np.ones(1), cache_size=0)
+
+
+def test_none_leaves_pass_through_a_compiled_gradient():
+    f = lambda q: np.sum(q[0] ** 2) * q[2]  # noqa: E731
+    g = compile_grad(f, (np.ones(2), None, 3.0))
+    for scale in (1.0, 2.0):
+        got = g((scale * np.ones(2), None, 3.0))
+        expected = grad(f)((scale * np.ones(2), None, 3.0))
+        assert got[0][1] is None and expected[0][1] is None
+        np.testing.assert_allclose(got[0][0], expected[0][0])
+        assert got[0][2] == expected[0][2]

@@ -47,6 +47,34 @@ def test_containers_keep_their_structure():
     np.testing.assert_allclose(g_data[0], err @ params["layer"].w.T)
 
 
+def test_none_leaves_are_passed_through_with_none_as_their_gradient():
+    rng = np.random.default_rng(1)
+    w32 = rng.standard_normal((3, 2)).astype(np.float32)
+    params = {"layer": Params(w32, None), "extra": [None, 2.0], "skip": None}
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+
+    def loss(params, x):
+        return np.sum(np.tanh(x @ params["layer"].w)) * params["extra"][1] ** 2
+
+    g_params, g_x = grad(loss)(params, x)
+    assert g_params["layer"].b is None and g_params["extra"][0] is None
+    assert g_params["skip"] is None and isinstance(g_params["layer"], Params)
+    assert g_params["layer"].w.dtype == np.float32 and g_params["layer"].w.shape == (3, 2)
+    assert g_x.dtype == np.float32 and g_x.shape == (4, 3)
+    t = np.tanh(x.astype(float) @ w32.astype(float))
+    np.testing.assert_allclose(g_params["layer"].w, 4.0 * x.T @ (1 - t**2), rtol=1e-4)
+    np.testing.assert_allclose(g_params["extra"][1], 4.0 * np.sum(t), rtol=1e-4)
+    value, (g,) = value_and_grad(lambda q: np.sum(q[0] ** 2), argnums=(0,))((np.ones(2), None))
+    assert value == 2.0 and g[1] is None
+    np.testing.assert_array_equal(g[0], [2.0, 2.0])
+    assert grad(lambda q, y: y * 2.0)(None, 1.0) == (None, 2.0)  # a whole argument None
+    # a genuinely non-differentiable leaf beside a None is still refused, by name
+    with pytest.raises(TypeError, match=r"argument 0 \('q'\).*dtype int64"):
+        grad(lambda q: np.sum(q[0]))((np.arange(3), None))
+    with pytest.raises(TypeError, match=r"argument 0 \('q'\).*it is a str"):
+        grad(lambda q: 1.0)({"a": None, "b": "text"})
+
+
 def test_an_unused_argument_gets_zeros_of_its_own_shape_and_dtype():
     g = grad(lambda x, y: np.sum(x))(np.ones(2), np.ones((2, 2), dtype=np.float32))
     assert g[1].shape == (2, 2) and g[1].dtype == np.float32 and not g[1].any()
