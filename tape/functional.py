@@ -52,6 +52,8 @@ def _argument_name(f: Callable, i: int) -> str:
 
 def check_input(f: Callable, i: int, leaf: Any) -> None:
     """A clear TypeError unless ``leaf`` of argument ``i`` of ``f`` can be differentiated."""
+    if type(leaf) is float or (type(leaf) is np.ndarray and leaf.dtype.kind in "fc"):
+        return  # the common cases, without the questions below
     value = value_of(leaf)
     if isinstance(value, np.ndarray) and type(value) is not np.ndarray:
         _check_subclass(f, i, value)
