@@ -76,3 +76,10 @@ def test_check_grad_catches_wrong_rules(f, order, mode):
 def test_check_grad_catches_an_update_rule_that_overwrites():
     with pytest.raises(AssertionError, match="pre-filled"):
         check_grad(lambda x: _scaled_copy(x), np.array([1.0, 2.0]))
+
+
+def test_check_grad_takes_containers_with_none_leaves():
+    params = {"w": np.array([0.5, -1.2]), "bias": None, "scale": (np.array([2.0]), None)}
+    check_grad(lambda p: np.sum(np.sin(p["w"]) * p["scale"][0]), params, order=2)
+    with pytest.raises(AssertionError, match="directional derivative"):
+        check_grad(lambda p: np.sum(_cube_wrong_backwards(p["w"])), params)
