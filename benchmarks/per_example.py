@@ -77,11 +77,11 @@ def runners(params, x, y):
         torch.set_num_threads(1)
         tp = [torch.tensor(p) for p in params]
         tx, ty = torch.tensor(x), torch.tensor(y)
-        f = tvmap(tgrad(lambda p, a, b: loss_one(p, a, b, torch)), in_dims=(None, 0, 0))
+        tf = tvmap(tgrad(lambda p, a, b: loss_one(p, a, b, torch)), in_dims=(None, 0, 0))
 
         def torch_run():
             with torch.no_grad():
-                return [t.numpy() for t in f(tp, tx, ty)]
+                return [t.numpy() for t in tf(tp, tx, ty)]
 
         out["torch.func vmap(grad)"] = torch_run
     if importlib.util.find_spec("jax"):
