@@ -255,8 +255,8 @@ def accumulate(
             xbar = unbroadcast(xbar, shape, f, argnum, record)
     elif not (type(xbar) in _SCALARS and type(value) in _SCALARS):
         check_adjoint(xbar, f, argnum)
-        shape = np.shape(value)
-        if np.shape(xbar) != shape:
+        shape = _shape(value)
+        if _shape(xbar) != shape:
             xbar = unbroadcast(xbar, shape, f, argnum, record)
     pos = arg.pos
     current = rtape.adjoints[pos]
@@ -270,6 +270,13 @@ def accumulate(
     rtape.adjoints[pos] = total
     rtape.owned[pos] = type(total) is _ndarray
     return "add"
+
+
+def _shape(value: Any) -> tuple:
+    """``np.shape(value)``, read off the ``shape`` attribute where it is a tuple (an ndarray,
+    a node, a batched value): asking NumPy costs a dispatch through its protocols."""
+    shape = getattr(value, "shape", None)
+    return shape if type(shape) is tuple else np.shape(value)
 
 
 def _beyond_rank(xshape: tuple, record: Any) -> bool:
