@@ -40,6 +40,7 @@ import numpy as np
 
 from sensitivities import batching_rule_of as _plain_batching_rule_of
 from sensitivities import primitive, sensitivity
+from sensitivities.reductions import broadcast_to as _strided_broadcast
 from sensitivities.registry import function_name, value_of
 from sensitivities.registry import pushforward as _engine_pushforward
 
@@ -397,7 +398,9 @@ def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
     for anything else (a node, a list, values of several ``vmap``s, another library's
     array), which the general path takes."""
     level = None
-    rank = 0
+    rank = 0  # the largest rank of one example among the operands
+    low = 64  # the smallest among the batched ones: below ``rank``, they are padded
+    args = []
     for a in inputs:
         kind = type(a)
         if kind is Batched:
@@ -405,20 +408,26 @@ def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
                 level = a.level
             elif a.level != level:
                 return _SLOW
-            n = a.data.ndim - 1
-        elif kind in _PLAIN:
-            n = a.ndim if kind is np.ndarray else 0
-        else:
+            a = a.data
+            n = a.ndim - 1
+            if n > rank:
+                rank = n
+            if n < low:
+                low = n
+        elif kind is np.ndarray:
+            if a.ndim > rank:
+                rank = a.ndim
+        elif kind not in _PLAIN:
             return _SLOW
-        if n > rank:
-            rank = n
-    if len(inputs) == 2 and ufunc is np.multiply:
-        a, b = inputs
-        a = _padded(a, rank) if type(a) is Batched else a
-        b = _padded(b, rank) if type(b) is Batched else b
-        product = _outer_product(a, b)
-        return Batched(ufunc(a, b) if product is None else product, level)
-    args = [_padded(a, rank) if type(a) is Batched else a for a in inputs]
+        args.append(a)
+    if low < rank:
+        args = [_padded(a, rank) if type(a) is Batched else a for a in inputs]
+    if ufunc is np.multiply and len(args) == 2:
+        a, b = args
+        if type(a) is np.ndarray and type(b) is np.ndarray and a.shape != b.shape:
+            product = _outer_product(a, b)
+            if product is not None:
+                return Batched(product, level)
     result = ufunc(*args)
     if type(result) is tuple:  # np.modf, np.frexp: one batched value per output
         return tuple(Batched(r, level) for r in result)
@@ -564,36 +573,30 @@ def _outer_product(a: Any, b: Any) -> Any:
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != b.ndim:
         return None
     sa, sb = a.shape, b.shape
-    if sa == sb or a.size + b.size < 1 << 7:  # no broadcasting, or too small to pay
+    size, outer = 1, False
+    for n, m in zip(sa, sb):
+        if n != m:
+            if n != 1 and m != 1:
+                return None  # NumPy's error, from NumPy
+            outer = True
+        size *= max(n, m)
+    if not outer or size < 1 << 15 or a.ndim > 20:
         return None
-    if a.dtype != b.dtype or a.dtype.kind not in "fc" or a.ndim > 20:
+    if a.dtype != b.dtype or a.dtype.kind not in "fc":
         return None
-    outer = False
     ta, tb, out, shape_a, shape_b = [], [], [], [], []
     for k, (n, m) in enumerate(zip(sa, sb)):
         letter = string.ascii_letters[k]
-        if n == m:
-            ta.append(letter)
-            tb.append(letter)
-            shape_a.append(n)
-            shape_b.append(m)
-        elif n == 1:
-            tb.append(letter)
-            shape_b.append(m)
-            outer = True
-        elif m == 1:
+        if n == m or m == 1:
             ta.append(letter)
             shape_a.append(n)
-            outer = True
-        else:
-            return None
+        if n == m or n == 1:
+            tb.append(letter)
+            shape_b.append(m)
         out.append(letter)
-    size = int(np.prod(np.broadcast_shapes(sa, sb), dtype=np.int64))
-    if not outer or size < 1 << 15:
-        return None
     spec = "".join(ta) + "," + "".join(tb) + "->" + "".join(out)
     result = np.einsum(spec, a.reshape(shape_a), b.reshape(shape_b))
-    return result.reshape(np.broadcast_shapes(sa, sb))
+    return result.reshape(tuple(max(n, m) for n, m in zip(sa, sb)))
 
 
 def _elementwise_function(func, args, kwargs, level):
@@ -665,9 +668,9 @@ def _shifted_axis(func, args, kwargs, level, default=None, flattens=False, name=
     if len(args) == 1 and type(x) is Batched and x.level == level:
         axis = kwargs.get(name, default)  # np.sum(x, axis=1, keepdims=True): the common call
         kind = type(axis)
-        if (
-            kind is int or kind is tuple or (axis is None and not flattens)
-        ) and not _is_batched_anywhere(tuple(kwargs.values()), level):
+        if (kind is int or kind is tuple or (axis is None and not flattens)) and not (
+            kwargs and _is_batched_anywhere(tuple(kwargs.values()), level)
+        ):
             # the axes shifted past the batch; None: all of one example's (none of a scalar's)
             new_axis = _axis(axis, x.data.ndim - 1)
             return _wrap(func(x.data, **{**kwargs, name: new_axis}), level)
@@ -817,7 +820,7 @@ def _broadcast_to(func, args, kwargs, level):
         return _loop(func, args, kwargs, level)
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     data = _padded(a, len(shape))
-    return Batched(np.broadcast_to(data, (a.batch_size,) + shape), level)
+    return Batched(_strided_broadcast(data, (a.batch_size,) + shape), level)
 
 
 def _joined(func, args, kwargs, level, stacking: bool):
@@ -1155,9 +1158,14 @@ _QUERIES: dict[Any, Callable] = {
 # -- indexing ----------------------------------------------------------------------------
 
 
+_BASIC = frozenset((int, slice, type(None), type(Ellipsis)))  # what basic indexing takes
+
+
 def _getitem(x: Batched, index: Any) -> Any:
     level = x.level
     index = index if isinstance(index, tuple) else (index,)
+    if all(type(i) in _BASIC for i in index):  # x[..., 0], x[:, None]: a view, batch first
+        return Batched(x.data[(slice(None),) + index], level)
     if _is_batched_anywhere(index, level) or any(isinstance(i, Node) for i in index):
         return _loop(_index, (x, index), {}, level)
     advanced = _advanced(index)
