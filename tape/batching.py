@@ -212,7 +212,8 @@ class Batched:
             result = _ufunc_call(ufunc, inputs)  # np.sin(x), x * y: the common call, first
             if result is not _SLOW:
                 return result
-        if _holds_node(inputs) or _holds_node(tuple(kwargs.values())):
+        level = _scan(inputs + tuple(kwargs.values()) if kwargs else inputs)
+        if level is _NODE:
             return NotImplemented  # a node records the call; its value may be batched
         out = kwargs.pop("out", None)
         if out is not None:  # into a batched array (a rule's fresh accumulator): in place
@@ -224,7 +225,6 @@ class Batched:
                 )
             target[...] = getattr(ufunc, method)(*inputs, **kwargs)
             return target
-        level = _top_level(inputs + tuple(kwargs.values()))
         if method == "__call__":
             if ufunc.signature is not None:  # a generalised ufunc (matmul, vecdot)
                 rule = _RULES.get(ufunc)
@@ -249,9 +249,9 @@ class Batched:
                 return query(self)
             level = self.level
         else:
-            if _holds_node(args) or _holds_node(tuple(kwargs.values())):
-                return NotImplemented
-            level = _top_level(args + tuple(kwargs.values()))
+            level = _scan(args + tuple(kwargs.values()) if kwargs else args)
+            if level is _NODE:
+                return NotImplemented  # a node records the call; its value may be batched
         rule = _RULES.get(func)
         if rule is not None:
             return rule(func, args, kwargs, level)
@@ -432,6 +432,30 @@ def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
     if type(result) is tuple:  # np.modf, np.frexp: one batched value per output
         return tuple(Batched(r, level) for r in result)
     return Batched(result, level)
+
+
+_NODE = object()  # what _scan answers where a node is among the values
+
+
+def _scan(values: Any) -> Any:
+    """The innermost level among the batched values in ``values`` (and in the lists and
+    tuples there), None where there is none; ``_NODE`` where a node is among them: one
+    pass for what ``_holds_node`` and ``_top_level`` ask."""
+    level = None
+    for a in values:
+        kind = type(a)
+        if kind is Batched:
+            if level is None or a.level > level:
+                level = a.level
+        elif kind is list or kind is tuple:
+            inner = _scan(a)
+            if inner is _NODE:
+                return _NODE
+            if inner is not None and (level is None or inner > level):
+                level = inner
+        elif kind not in _PLAIN and isinstance(a, Node):
+            return _NODE
+    return level
 
 
 def _holds_node(args: tuple) -> bool:
