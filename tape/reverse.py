@@ -169,6 +169,7 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
                 if adjoints[pos] is None and (
                     (type(xbar) is _ndarray and xbar.shape == getattr(arg.value, "shape", None))
                     or (type(xbar) in _SCALARS and type(arg.value) in _SCALARS)
+                    or (type(xbar) is type(arg.value) and _same_shape(xbar, arg.value))
                 ):
                     adjoints[pos] = xbar
                 else:
@@ -270,6 +271,13 @@ def accumulate(
     rtape.adjoints[pos] = total
     rtape.owned[pos] = type(total) is _ndarray
     return "add"
+
+
+def _same_shape(a: Any, b: Any) -> bool:
+    """Whether two values of one array type (a batched value's, another library's) have the
+    same shape, where both have a tuple ``shape``: then ``a`` needs no summing back."""
+    shape = getattr(a, "shape", None)
+    return type(shape) is tuple and shape == getattr(b, "shape", None)
 
 
 def _shape(value: Any) -> tuple:
