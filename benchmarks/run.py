@@ -367,7 +367,9 @@ def table(results, libs, args):
         hand_result = get("numpy", workload)
         hand = hand_result.get(key) if ratio and hand_result and key in hand_result else None
         cells = [
-            cell(get(lib, workload), key, hand, fmt, extra, ratio)
+            "–"  # no vmap to time
+            if workload == "per_example" and lib not in PER_EXAMPLE_LIBRARIES
+            else cell(get(lib, workload), key, hand, fmt, extra, ratio)
             if (lib, workload) in results or not args.skipped(lib, workload)
             else "skipped"
             for lib in libs

@@ -274,10 +274,14 @@ def accumulate(
 
 
 def _same_shape(a: Any, b: Any) -> bool:
-    """Whether two values of one array type (a batched value's, another library's) have the
-    same shape, where both have a tuple ``shape``: then ``a`` needs no summing back."""
+    """Whether two values of one array type that speaks NumPy's protocols (a batched value,
+    a Dask array) have the same tuple ``shape``: then ``a`` needs no summing back."""
     shape = getattr(a, "shape", None)
-    return type(shape) is tuple and shape == getattr(b, "shape", None)
+    return (
+        type(shape) is tuple
+        and hasattr(type(a), "__array_function__")
+        and shape == getattr(b, "shape", None)
+    )
 
 
 def _shape(value: Any) -> tuple:
