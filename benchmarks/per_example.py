@@ -3,11 +3,12 @@
     python benchmarks/per_example.py           # medians over 50 repeats
     python benchmarks/per_example.py --quick   # a smoke run
 
-Compared, in one process and one thread: the hand-written per-example gradient in NumPy
-(``einsum`` over the batch: the limit), ``tape.vmap(tape.grad(loss))``, a Python loop of
-64 ``tape.grad`` calls, and, where installed, ``torch.func.vmap(torch.func.grad)`` and
-``jax.vmap(jax.grad)`` (eager and jit). Every gradient is checked against the
-hand-written one.
+The same workload runs in ``benchmarks/run.py --workloads per_example`` (one process per
+library, beside the other workloads). Compared here, in one process and one thread: the
+hand-written per-example gradient in NumPy (``einsum`` over the batch: the limit),
+``tape.vmap(tape.grad(loss))``, a Python loop of 64 ``tape.grad`` calls, and, where
+installed, ``torch.func.vmap(torch.func.grad)`` and ``jax.vmap(jax.grad)`` (eager and
+jit). Every gradient is checked against the hand-written one.
 """
 
 from __future__ import annotations
@@ -30,72 +31,31 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from workloads import mlp_data  # noqa: E402
+import workloads as w  # noqa: E402
+
+# the workload's pieces, under the names this script has always given them
+loss_one = w.per_example_loss
+hand = w.per_example_hand
+RUNNERS = {
+    "numpy (einsum, by hand)": "numpy",
+    "tape vmap(grad)": "tape",
+    "tape loop of grad": "tape-loop",
+    "torch.func vmap(grad)": "torch",
+    "jax vmap(grad) eager": "jax",
+    "jax vmap(grad) jit": "jax-jit",
+}
+MODULES = {"torch": "torch", "jax": "jax", "jax-jit": "jax"}
 
 
-def loss_one(params, x, y, np_like=np):
-    """The MLP's loss on one example (x of shape (64,), y one-hot of shape (10,))."""
-    w1, b1, w2, b2 = params
-    h = np_like.tanh(x @ w1 + b1)
-    z = h @ w2 + b2
-    z = z - np_like.max(z)
-    logp = z - np_like.log(np_like.sum(np_like.exp(z)))
-    return -np_like.sum(y * logp)
-
-
-def hand(params, x, y):
-    """Per-example gradients by hand: the batch is a leading axis, einsum over it."""
-    w1, b1, w2, b2 = params
-    h = np.tanh(x @ w1 + b1)
-    z = h @ w2 + b2
-    z = z - np.max(z, axis=1, keepdims=True)
-    e = np.exp(z)
-    s = np.sum(e, axis=1, keepdims=True)
-    dz = e / s * np.sum(y, axis=1, keepdims=True) - y
-    dh = (dz @ w2.T) * (1 - h * h)
-    return [np.einsum("bi,bj->bij", x, dh), dh, np.einsum("bi,bj->bij", h, dz), dz]
-
-
-def runners(params, x, y):
-    import tape
-
-    out = {"numpy (einsum, by hand)": lambda: hand(params, x, y)}
-    per_example = tape.vmap(tape.grad(loss_one, argnums=0), in_axes=(None, 0, 0))
-    out["tape vmap(grad)"] = lambda: per_example(params, x, y)
-    g = tape.grad(loss_one, argnums=0)
-
-    def loop():
-        gs = [g(params, x[i], y[i]) for i in range(len(x))]
-        return [np.stack([gi[k] for gi in gs]) for k in range(4)]
-
-    out["tape loop of grad"] = loop
-    if importlib.util.find_spec("torch"):
-        import torch
-        from torch.func import grad as tgrad
-        from torch.func import vmap as tvmap
-
-        torch.set_num_threads(1)
-        tp = [torch.tensor(p) for p in params]
-        tx, ty = torch.tensor(x), torch.tensor(y)
-        f = tvmap(tgrad(lambda p, a, b: loss_one(p, a, b, torch)), in_dims=(None, 0, 0))
-
-        def torch_run():
-            with torch.no_grad():
-                return [t.numpy() for t in f(tp, tx, ty)]
-
-        out["torch.func vmap(grad)"] = torch_run
-    if importlib.util.find_spec("jax"):
-        import jax
-        import jax.numpy as jnp
-
-        jp = [jnp.asarray(p) for p in params]
-        jx, jy = jnp.asarray(x), jnp.asarray(y)
-        f = jax.vmap(jax.grad(lambda p, a, b: loss_one(p, a, b, jnp)), in_axes=(None, 0, 0))
-        out["jax vmap(grad) eager"] = lambda: [np.asarray(t) for t in f(jp, jx, jy)]
-        fj = jax.jit(f)
-        out["jax vmap(grad) jit"] = lambda: [
-            np.asarray(t) for t in jax.block_until_ready(fj(jp, jx, jy))
-        ]
+def runners():
+    """One runner per row (``benchmarks/workloads.py``'s ``make_per_example``), for the
+    libraries installed."""
+    out = {}
+    for name, lib in RUNNERS.items():
+        if lib in MODULES and importlib.util.find_spec(MODULES[lib]) is None:
+            continue
+        runner = w.make_per_example(lib)
+        out[name] = lambda runner=runner: runner.to_numpy(runner())[1]
     return out
 
 
@@ -105,10 +65,9 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=50)
     args = parser.parse_args(argv)
     repeats = 5 if args.quick else args.repeats
-    params, x, y = mlp_data(batch=64)
-    expected = hand(params, x, y)
+    expected = hand(*w.mlp_data(batch=64))
     rows = []
-    for name, run in runners(params, x, y).items():
+    for name, run in runners().items():
         got = run()
         error = max(
             float(np.max(np.abs(np.asarray(a) - b)) / (np.max(np.abs(b)) + 1e-300))

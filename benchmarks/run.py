@@ -3,6 +3,7 @@
     python benchmarks/run.py            # the full run (under ten minutes on two cores)
     python benchmarks/run.py --quick    # a smoke run in about two minutes
     python benchmarks/run.py --no-jit   # skip JAX's jit (its compiles take minutes)
+    python benchmarks/run.py --workloads per_example   # one workload (comma-separated)
 
 Each (library, workload) runs in a fresh process pinned to one core, so that one
 library's imports, threads, allocator or garbage collector never touch another's
@@ -58,6 +59,7 @@ TITLES = {
     "jax": "JAX eager",
     "jax-jit": "JAX jit",
 }
+PER_EXAMPLE_LIBRARIES = ("numpy", "tape", "torch", "jax", "jax-jit")  # those with a vmap
 LONG_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 LONG_LIBRARIES = ("numpy", "tape", "autograd", "torch", "jax")
 MEMORY_LIBRARIES = ("numpy", "tape", "autograd", "torch", "jax")
@@ -143,6 +145,13 @@ def worker(lib, workload, quick):
         out["seconds"], out["ratio"], out["calls"] = median_time(runner, quick, budget, hand)
         out["n"] = n
         ref = w.reference("matmul", n)
+    elif workload == "per_example":
+        runner = w.make_per_example(lib)
+        hand = None if lib == w.HAND else w.make_per_example(w.HAND)
+        out["seconds"], out["ratio"], out["calls"] = median_time(runner, quick, budget, hand)
+        if lib == "tape":  # and tape's own loop of one grad call per example, for the speedup
+            out["loop_seconds"] = median_time(w.make_per_example("tape-loop"), quick, budget)[0]
+        ref = w.reference("per_example")
     elif workload == "memory":
         return memory_worker(lib, quick, out)
     elif workload == "long":
@@ -339,6 +348,13 @@ def compile_note(result):
     return f" + {c:.2g} s compile" if c is not None else ""
 
 
+def per_example_note(result):
+    """tape's speedup over its own Python loop of one ``grad`` call per example."""
+    loop, t = result.get("loop_seconds"), result.get("seconds")
+    note = f", {loop / t:.1f}× faster than a loop of grad" if loop and t else ""
+    return note + compile_note(result)
+
+
 def table(results, libs, args):
     def get(lib, workload):
         return results.get((lib, workload))
@@ -351,7 +367,9 @@ def table(results, libs, args):
         hand_result = get("numpy", workload)
         hand = hand_result.get(key) if ratio and hand_result and key in hand_result else None
         cells = [
-            cell(get(lib, workload), key, hand, fmt, extra, ratio)
+            "–"  # no vmap to time
+            if workload == "per_example" and lib not in PER_EXAMPLE_LIBRARIES
+            else cell(get(lib, workload), key, hand, fmt, extra, ratio)
             if (lib, workload) in results or not args.skipped(lib, workload)
             else "skipped"
             for lib in libs
@@ -363,6 +381,12 @@ def table(results, libs, args):
     row("same chain on length-10 vectors: time per op", "vchain", "per_op", extra=compile_note)
     row("MLP value and gradient (batch 64, 64-128-10)", "mlp", "seconds", extra=compile_note)
     row(f"`sum(tanh(A @ B) @ C)`, {n}×{n}", "matmul", "seconds", extra=compile_note)
+    row(
+        "per-example gradients of the MLP, `vmap(grad)` (batch 64; hand-written: `einsum`)",
+        "per_example",
+        "seconds",
+        extra=per_example_note,
+    )
     row("memory per recorded scalar op (RSS)", "memory", "rss_per_op", fmt_bytes, ratio=False)
     row(
         "memory per recorded scalar op (tracemalloc)",
@@ -448,7 +472,7 @@ def main():
     if args.no_jit and "jax-jit" in libs:
         libs.remove("jax-jit")
     present = [lib for lib in libs if installed(lib)]
-    workloads_all = ["chain", "vchain", "mlp", "matmul", "memory", "long", "peak"]
+    workloads_all = ["chain", "vchain", "mlp", "matmul", "per_example", "memory", "long", "peak"]
     chosen = [wl for wl in workloads_all if not args.workloads or wl in args.workloads.split(",")]
 
     def skipped(lib, workload):
@@ -457,6 +481,7 @@ def main():
             or (workload == "memory" and lib not in MEMORY_LIBRARIES)
             or (workload == "long" and lib not in LONG_LIBRARIES)
             or (workload == "peak" and lib not in ("numpy", "tape"))
+            or (workload == "per_example" and lib not in PER_EXAMPLE_LIBRARIES)
         )
 
     args.skipped = skipped

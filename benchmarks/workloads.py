@@ -82,6 +82,20 @@ def mlp_hand(params, x, y):
     return loss, [x.T @ dh, np.sum(dh, axis=0), h.T @ dz, np.sum(dz, axis=0)]
 
 
+def per_example_hand(params, x, y):
+    """Per-example gradients of the MLP's loss by hand: the batch is a leading axis, and
+    the per-example weight gradients are outer products, an ``einsum`` over the batch."""
+    w1, b1, w2, b2 = params
+    h = np.tanh(x @ w1 + b1)
+    z = h @ w2 + b2
+    z = z - np.max(z, axis=1, keepdims=True)
+    e = np.exp(z)
+    s = np.sum(e, axis=1, keepdims=True)
+    dz = e / s * np.sum(y, axis=1, keepdims=True) - y
+    dh = (dz @ w2.T) * (1 - h * h)
+    return [np.einsum("bi,bj->bij", x, dh), dh, np.einsum("bi,bj->bij", h, dz), dz]
+
+
 def matmul_hand(a, b, c):
     """sum(tanh(a @ b) @ c): the ones that sum sends back are used as such (structure)."""
     t = np.tanh(a @ b)
@@ -116,6 +130,17 @@ def mlp_fn(np_like, max_keepdims):
         return -np_like.sum(y * logp) / x.shape[0]
 
     return loss
+
+
+def per_example_loss(params, x, y, np_like=np):
+    """The MLP's loss on one example (``x`` of shape (64,), ``y`` one-hot of shape (10,)),
+    written for one example: ``vmap(grad(...))`` runs it over the batch."""
+    w1, b1, w2, b2 = params
+    h = np_like.tanh(x @ w1 + b1)
+    z = h @ w2 + b2
+    z = z - np_like.max(z)
+    logp = z - np_like.log(np_like.sum(np_like.exp(z)))
+    return -np_like.sum(y * logp)
 
 
 def matmul_fn(np_like):
@@ -359,12 +384,69 @@ def make_matmul(lib, n):
     raise KeyError(lib)
 
 
+def make_per_example(lib):
+    """Per-example gradients of the MLP (batch 64): ``vmap(grad(loss))`` in each library,
+    the hand-written ``einsum`` in NumPy; ``tape-loop`` is a Python loop of ``tape.grad``
+    calls, one per example. The value checked is 0 (there is none), the gradients are."""
+    params, x, y = mlp_data()
+    if lib == "numpy":
+        return Runner(lambda: per_example_hand(params, x, y), lambda r: (0.0, r))
+    if lib in ("tape", "tape-loop"):
+        import tape
+
+        if lib == "tape":
+            f = tape.vmap(tape.grad(per_example_loss, argnums=0), in_axes=(None, 0, 0))
+            return Runner(lambda: f(params, x, y), lambda r: (0.0, r))
+        g = tape.grad(per_example_loss, argnums=0)
+
+        def loop():
+            gs = [g(params, x[i], y[i]) for i in range(len(x))]
+            return [np.stack([gi[k] for gi in gs]) for k in range(len(params))]
+
+        return Runner(loop, lambda r: (0.0, r))
+    if lib == "torch":
+        torch = _torch()
+        from torch.func import grad, vmap
+
+        f = vmap(grad(lambda p, a, b: per_example_loss(p, a, b, torch)), in_dims=(None, 0, 0))
+        tp = [torch.tensor(p) for p in params]
+        tx, ty = torch.tensor(x), torch.tensor(y)
+
+        def run():
+            with torch.no_grad():
+                return f(tp, tx, ty)
+
+        return Runner(run, lambda r: (0.0, [g.numpy() for g in r]))
+    if lib in ("jax", "jax-jit"):
+        jax = _jax()
+        import jax.numpy as jnp
+
+        f = jax.vmap(jax.grad(lambda p, a, b: per_example_loss(p, a, b, jnp)), in_axes=(None, 0, 0))
+        args = ([jnp.asarray(p) for p in params], jnp.asarray(x), jnp.asarray(y))
+        if lib == "jax-jit":
+            import time
+
+            start = time.perf_counter()
+            compiled = jax.jit(f).lower(*args).compile()
+            runner = Runner(
+                lambda: jax.block_until_ready(compiled(*args)),
+                lambda r: (0.0, [np.asarray(g) for g in r]),
+            )
+            runner.compile_s = time.perf_counter() - start
+            return runner
+        return Runner(
+            lambda: jax.block_until_ready(f(*args)), lambda r: (0.0, [np.asarray(g) for g in r])
+        )
+    raise KeyError(lib)
+
+
 def reference(workload, *args):
     """The hand-written (value, grads) of a workload, as NumPy."""
     return {
         "chain": lambda x0, it: chain_hand(x0, it, np if np.ndim(x0) else math),
         "mlp": lambda: mlp_hand(*mlp_data()),
         "matmul": lambda n: matmul_hand(*matmul_data(n)),
+        "per_example": lambda: (0.0, per_example_hand(*mlp_data())),
     }[workload](*args)
 
 

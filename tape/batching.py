@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import string
 import sys
 import warnings
@@ -39,6 +40,7 @@ import numpy as np
 
 from sensitivities import batching_rule_of as _plain_batching_rule_of
 from sensitivities import primitive, sensitivity
+from sensitivities.reductions import broadcast_to as _strided_broadcast
 from sensitivities.registry import function_name, value_of
 from sensitivities.registry import pushforward as _engine_pushforward
 
@@ -107,11 +109,11 @@ class Batched:
 
     @property
     def shape(self) -> tuple:
-        return tuple(np.shape(self.data)[1:])
+        return tuple(self.data.shape[1:])
 
     @property
     def ndim(self) -> int:
-        return np.ndim(self.data) - 1
+        return self.data.ndim - 1
 
     @property
     def size(self) -> int:
@@ -123,7 +125,7 @@ class Batched:
 
     @property
     def batch_size(self) -> int:
-        return np.shape(self.data)[0]
+        return self.data.shape[0]
 
     @property
     def T(self) -> Any:
@@ -206,7 +208,12 @@ class Batched:
     # -- NumPy's protocols --------------------------------------------------------------
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        if _holds_node(inputs) or _holds_node(tuple(kwargs.values())):
+        if method == "__call__" and not kwargs and ufunc.signature is None:
+            result = _ufunc_call(ufunc, inputs)  # np.sin(x), x * y: the common call, first
+            if result is not _SLOW:
+                return result
+        level = _scan(inputs + tuple(kwargs.values()) if kwargs else inputs)
+        if level is _NODE:
             return NotImplemented  # a node records the call; its value may be batched
         out = kwargs.pop("out", None)
         if out is not None:  # into a batched array (a rule's fresh accumulator): in place
@@ -218,7 +225,6 @@ class Batched:
                 )
             target[...] = getattr(ufunc, method)(*inputs, **kwargs)
             return target
-        level = _top_level(inputs + tuple(kwargs.values()))
         if method == "__call__":
             if ufunc.signature is not None:  # a generalised ufunc (matmul, vecdot)
                 rule = _RULES.get(ufunc)
@@ -242,9 +248,15 @@ class Batched:
         return _loop(getattr(ufunc, method), inputs, kwargs, level)
 
     def __array_function__(self, func: Callable, types: Any, args: tuple, kwargs: dict) -> Any:
-        if _holds_node(args) or _holds_node(tuple(kwargs.values())):
-            return NotImplemented
-        level = _top_level(args + tuple(kwargs.values()))
+        if len(types) == 1 and not kwargs and len(args) == 1 and args[0] is self:
+            query = _QUERIES.get(func)  # np.shape(x), np.ndim(x): asked on every adjoint
+            if query is not None:
+                return query(self)
+            level = self.level
+        else:
+            level = _scan(args + tuple(kwargs.values()) if kwargs else args)
+            if level is _NODE:
+                return NotImplemented  # a node records the call; its value may be batched
         rule = _RULES.get(func)
         if rule is not None:
             return rule(func, args, kwargs, level)
@@ -350,7 +362,12 @@ def _binary(ufunc: np.ufunc, name: str, reflected: bool = False) -> Callable:
     def op(self: Any, other: Any) -> Any:
         if isinstance(other, Node):
             return NotImplemented  # the node's reflected operator records it
-        return ufunc(other, self) if reflected else ufunc(self, other)
+        inputs = (other, self) if reflected else (self, other)
+        if ufunc.signature is None:  # what NumPy's dispatch would come back to, directly
+            result = _ufunc_call(ufunc, inputs)
+            if result is not _SLOW:
+                return result
+        return ufunc(*inputs)
 
     op.__name__ = name
     return op
@@ -373,6 +390,77 @@ Batched.__hash__ = object.__hash__  # type: ignore[method-assign]
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+_SLOW = object()  # what a fast path answers where the general one must decide
+# operands an elementwise call takes as they are: one value for every example
+_PLAIN = frozenset((np.ndarray, float, int, complex, bool, np.float64, np.float32, np.int64,
+                    np.complex128, np.bool_))  # fmt: skip
+
+
+def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
+    """An elementwise ufunc called on batched values and plain arrays or numbers, with no
+    keywords: the batched data, padded to a common rank, through the ufunc. ``_SLOW``
+    for anything else (a node, a list, values of several ``vmap``s, another library's
+    array), which the general path takes."""
+    level = None
+    rank = 0  # the largest rank of one example among the operands
+    low = 64  # the smallest among the batched ones: below ``rank``, they are padded
+    args = []
+    for a in inputs:
+        kind = type(a)
+        if kind is Batched:
+            if level is None:
+                level = a.level
+            elif a.level != level:
+                return _SLOW
+            a = a.data
+            n = a.ndim - 1
+            if n > rank:
+                rank = n
+            if n < low:
+                low = n
+        elif kind is np.ndarray:
+            if a.ndim > rank:
+                rank = a.ndim
+        elif kind not in _PLAIN:
+            return _SLOW
+        args.append(a)
+    if low < rank:
+        args = [_padded(a, rank) if type(a) is Batched else a for a in inputs]
+    if ufunc is np.multiply and len(args) == 2:
+        a, b = args
+        if type(a) is np.ndarray and type(b) is np.ndarray and a.shape != b.shape:
+            product = _outer_product(a, b)
+            if product is not None:
+                return Batched(product, level)
+    result = ufunc(*args)
+    if type(result) is tuple:  # np.modf, np.frexp: one batched value per output
+        return tuple(Batched(r, level) for r in result)
+    return Batched(result, level)
+
+
+_NODE = object()  # what _scan answers where a node is among the values
+
+
+def _scan(values: Any) -> Any:
+    """The innermost level among the batched values in ``values`` (and in the lists and
+    tuples there), None where there is none; ``_NODE`` where a node is among them: one
+    pass for what ``_holds_node`` and ``_top_level`` ask."""
+    level = None
+    for a in values:
+        kind = type(a)
+        if kind is Batched:
+            if level is None or a.level > level:
+                level = a.level
+        elif kind is list or kind is tuple:
+            inner = _scan(a)
+            if inner is _NODE:
+                return _NODE
+            if inner is not None and (level is None or inner > level):
+                level = inner
+        elif kind not in _PLAIN and isinstance(a, Node):
+            return _NODE
+    return level
 
 
 def _holds_node(args: tuple) -> bool:
@@ -454,11 +542,12 @@ def _logical_ndim(a: Any, level: int) -> int:
 def _padded(a: Any, rank: int) -> Any:
     """The data of a batched ``a`` with length-1 axes after the batch, up to ``rank``
     axes of one example: so that it broadcasts as ``a`` would, batch first."""
-    missing = rank - (np.ndim(a.data) - 1)
+    data = a.data
+    missing = rank - (data.ndim - 1)
     if missing <= 0:
-        return a.data
-    shape = np.shape(a.data)
-    return np.reshape(a.data, shape[:1] + (1,) * missing + shape[1:])
+        return data
+    shape = data.shape
+    return data.reshape(shape[:1] + (1,) * missing + shape[1:])
 
 
 def _wrap(result: Any, level: int) -> Any:
@@ -512,35 +601,31 @@ def _outer_product(a: Any, b: Any) -> Any:
     broadcasting multiplies at a third of einsum's speed; None where it is not."""
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != b.ndim:
         return None
-    if a.dtype != b.dtype or a.dtype.kind not in "fc" or a.ndim > 20:
-        return None
     sa, sb = a.shape, b.shape
-    outer = False
+    size, outer = 1, False
+    for n, m in zip(sa, sb):
+        if n != m:
+            if n != 1 and m != 1:
+                return None  # NumPy's error, from NumPy
+            outer = True
+        size *= max(n, m)
+    if not outer or size < 1 << 15 or a.ndim > 20:
+        return None
+    if a.dtype != b.dtype or a.dtype.kind not in "fc":
+        return None
     ta, tb, out, shape_a, shape_b = [], [], [], [], []
     for k, (n, m) in enumerate(zip(sa, sb)):
         letter = string.ascii_letters[k]
-        if n == m:
-            ta.append(letter)
-            tb.append(letter)
-            shape_a.append(n)
-            shape_b.append(m)
-        elif n == 1:
-            tb.append(letter)
-            shape_b.append(m)
-            outer = True
-        elif m == 1:
+        if n == m or m == 1:
             ta.append(letter)
             shape_a.append(n)
-            outer = True
-        else:
-            return None
+        if n == m or n == 1:
+            tb.append(letter)
+            shape_b.append(m)
         out.append(letter)
-    size = int(np.prod(np.broadcast_shapes(sa, sb), dtype=np.int64))
-    if not outer or size < 1 << 15:
-        return None
     spec = "".join(ta) + "," + "".join(tb) + "->" + "".join(out)
     result = np.einsum(spec, a.reshape(shape_a), b.reshape(shape_b))
-    return result.reshape(np.broadcast_shapes(sa, sb))
+    return result.reshape(tuple(max(n, m) for n, m in zip(sa, sb)))
 
 
 def _elementwise_function(func, args, kwargs, level):
@@ -550,14 +635,57 @@ def _elementwise_function(func, args, kwargs, level):
 _SIGNATURES: dict = {}
 
 
-def _bound(func: Callable, args: tuple, kwargs: dict) -> inspect.BoundArguments:
-    sig = _SIGNATURES.get(func)
-    if sig is None:
-        sig = _SIGNATURES[func] = inspect.signature(func)
+class _Bound:
+    """A call's arguments by name, as ``inspect.Signature.bind`` gives them (``arguments``,
+    ``signature``, ``args``, ``kwargs``), bound without ``bind``'s cost in the common case:
+    the arguments named by position and keyword, all required ones given."""
+
+    __slots__ = ("signature", "arguments", "positional")
+
+    def __init__(self, signature: inspect.Signature, arguments: dict, positional: list) -> None:
+        self.signature, self.arguments, self.positional = signature, arguments, positional
+
+    @property
+    def args(self) -> tuple:
+        args = []
+        for name in self.positional:  # by position up to the first one not given
+            if name not in self.arguments:
+                break
+            args.append(self.arguments[name])
+        return tuple(args)
+
+    @property
+    def kwargs(self) -> dict:
+        given = self.positional[: len(self.args)]
+        return {k: v for k, v in self.arguments.items() if k not in given}
+
+
+def _bound(func: Callable, args: tuple, kwargs: dict) -> Any:
+    info = _SIGNATURES.get(func)
+    if info is None:
+        sig = inspect.signature(func)
+        kinds = inspect.Parameter
+        params = sig.parameters.values()
+        simple = all(p.kind not in (kinds.VAR_POSITIONAL, kinds.VAR_KEYWORD) for p in params)
+        by_position = (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
+        positional = [p.name for p in params if p.kind in by_position]
+        keywords = {p.name for p in params if p.kind != kinds.POSITIONAL_ONLY}
+        required = [p.name for p in params if p.default is kinds.empty]
+        info = _SIGNATURES[func] = (sig, simple, positional, keywords, required)
+    sig, simple, positional, keywords, required = info
+    if simple and len(args) <= len(positional):
+        arguments = dict(zip(positional, args))
+        for k, v in kwargs.items():
+            if k not in keywords or k in arguments:
+                break  # an error, which bind words
+            arguments[k] = v
+        else:
+            if all(name in arguments for name in required):
+                return _Bound(sig, arguments, positional)
     return sig.bind(*args, **kwargs)
 
 
-def _call_bound(func: Callable, bound: inspect.BoundArguments) -> Any:
+def _call_bound(func: Callable, bound: Any) -> Any:
     return func(*bound.args, **bound.kwargs)
 
 
@@ -566,6 +694,15 @@ def _shifted_axis(func, args, kwargs, level, default=None, flattens=False, name=
     with the axis shifted past the batch. ``flattens``: ``axis=None`` means the flattened
     array (``cumsum``, ``argmax``), else all axes (``sum``)."""
     x = args[0]
+    if len(args) == 1 and type(x) is Batched and x.level == level:
+        axis = kwargs.get(name, default)  # np.sum(x, axis=1, keepdims=True): the common call
+        kind = type(axis)
+        if (kind is int or kind is tuple or (axis is None and not flattens)) and not (
+            kwargs and _is_batched_anywhere(tuple(kwargs.values()), level)
+        ):
+            # the axes shifted past the batch; None: all of one example's (none of a scalar's)
+            new_axis = _axis(axis, x.data.ndim - 1)
+            return _wrap(func(x.data, **{**kwargs, name: new_axis}), level)
     rest = list(args[1:])
     kwargs = dict(kwargs)
     if not _at(x, level):
@@ -672,6 +809,13 @@ def _axes_rule(*names: str, extra: int = 0):
     return rule
 
 
+def _expand_dims(func, args, kwargs, level):
+    if len(args) == 2 and not kwargs and _at(args[0], level) and type(args[1]) is int:
+        data = args[0].data  # one new axis: an index with None, a view as NumPy's is
+        return Batched(data[(slice(None),) * _one_axis(args[1], data.ndim) + (None,)], level)
+    return _expand_dims_bound(func, args, kwargs, level)
+
+
 def _expand_rank(bound) -> int:
     axis = bound.arguments["axis"]
     return len(axis) if isinstance(axis, (tuple, list)) else 1
@@ -696,13 +840,16 @@ def _ravel(func, args, kwargs, level):
 
 
 def _broadcast_to(func, args, kwargs, level):
-    bound = _bound(func, args, kwargs)
-    a, shape = bound.arguments["array"], bound.arguments["shape"]
+    if len(args) == 2 and not kwargs and type(args[1]) is tuple:  # the common call
+        a, shape = args
+    else:
+        bound = _bound(func, args, kwargs)
+        a, shape = bound.arguments["array"], bound.arguments["shape"]
     if _is_batched_anywhere(shape, level):
         return _loop(func, args, kwargs, level)
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     data = _padded(a, len(shape))
-    return Batched(np.broadcast_to(data, (a.batch_size,) + shape), level)
+    return Batched(_strided_broadcast(data, (a.batch_size,) + shape), level)
 
 
 def _joined(func, args, kwargs, level, stacking: bool):
@@ -737,6 +884,8 @@ def _where(func, args, kwargs, level):
 
 
 def _like(func, args, kwargs, level):
+    if len(args) == 1 and not kwargs and func is not np.full_like:  # np.ones_like(x)
+        return Batched(func(args[0].data), level)
     bound = _bound(func, args, kwargs)
     a = bound.arguments.pop("a" if "a" in bound.arguments else "prototype")
     if bound.arguments.get("shape") is not None:
@@ -777,8 +926,12 @@ def _matmul(func, args, kwargs, level):
     if len(args) != 2 or kwargs:
         return _loop(func, args, kwargs, level)
     a, b = args
-    if _logical_ndim(a, level) == 0 or _logical_ndim(b, level) == 0:
+    na, nb = _logical_ndim(a, level), _logical_ndim(b, level)
+    if na == 0 or nb == 0:
         raise ValueError("matmul: input operand does not have enough dimensions")
+    product = _one_product(a, b, na, nb, level)
+    if product is not None:
+        return Batched(product, level)
     da, db, a_vec, b_vec, _ = _matmul_operands(a, b, level)
     out = np.matmul(da, db)
     if b_vec:
@@ -786,6 +939,31 @@ def _matmul(func, args, kwargs, level):
     if a_vec:
         out = out[..., 0, :] if not b_vec else out[..., 0]
     return Batched(out, level)
+
+
+def _one_product(a: Any, b: Any, na: int, nb: int, level: int) -> Any:
+    """A batched matmul with one matrix the same for every example, as one matrix
+    product over all the examples' rows (a stack of vector-matrix products, which NumPy
+    runs one by one, is several times slower); None where it is not that."""
+    if _at(a, level) and type(b) is np.ndarray and nb == 2:
+        da = a.data
+        if type(da) is not np.ndarray:
+            return None
+        if na == 1:  # x @ W, x one vector per example
+            return np.matmul(da, b)
+        rows = math.prod(da.shape[:-1])  # every example's rows, stacked
+        return np.matmul(da.reshape(rows, da.shape[-1]), b).reshape(da.shape[:-1] + b.shape[1:])
+    if _at(b, level) and type(a) is np.ndarray and na == 2:
+        db = b.data
+        if type(db) is not np.ndarray:
+            return None
+        if nb == 1:  # W @ v, v one vector per example: (V W^T), one row per example
+            return np.matmul(db, a.T)
+        if nb == 2 and db.shape[-1] == 1:  # W @ v[:, None]
+            return np.matmul(db[..., 0], a.T)[..., None]
+    if _at(a, level) and _at(b, level) and na == nb and na >= 2:
+        return np.matmul(a.data, b.data)  # a stack of products, batch first in both
+    return None
 
 
 def _dot(func, args, kwargs, level):
@@ -957,7 +1135,8 @@ _register(_transpose, np.transpose)
 _register(_axes_rule("source", "destination"), np.moveaxis)
 _register(_axes_rule("axis1", "axis2"), np.swapaxes)
 _register(_axes_rule("axis1", "axis2"), np.diagonal, np.trace)
-_register(_axes_rule("axis", extra=_expand_rank), np.expand_dims)
+_expand_dims_bound = _axes_rule("axis", extra=_expand_rank)
+_register(_expand_dims, np.expand_dims)
 _register(_axes_rule("axis"), np.take, np.roll, np.repeat)
 _register(_squeeze, np.squeeze)
 _register(_ravel, np.ravel)
@@ -993,13 +1172,29 @@ _RULES[np.tril] = _RULES[np.triu] = lambda func, args, kwargs, level: (
 )
 _RULES[np.isclose] = _elementwise_function
 
+# Questions about one example that the reverse pass asks of every batched adjoint,
+# answered before anything else (``np.shape(x)`` with ``x`` the only argument).
+_QUERIES: dict[Any, Callable] = {
+    np.shape: lambda x: x.shape,
+    np.ndim: lambda x: x.ndim,
+    np.size: lambda x: x.size,
+    np.iscomplexobj: lambda x: np.iscomplexobj(x.data),
+    np.isrealobj: lambda x: np.isrealobj(x.data),
+    np.result_type: lambda x: np.result_type(x.data),
+}
+
 
 # -- indexing ----------------------------------------------------------------------------
+
+
+_BASIC = frozenset((int, slice, type(None), type(Ellipsis)))  # what basic indexing takes
 
 
 def _getitem(x: Batched, index: Any) -> Any:
     level = x.level
     index = index if isinstance(index, tuple) else (index,)
+    if all(type(i) in _BASIC for i in index):  # x[..., 0], x[:, None]: a view, batch first
+        return Batched(x.data[(slice(None),) + index], level)
     if _is_batched_anywhere(index, level) or any(isinstance(i, Node) for i in index):
         return _loop(_index, (x, index), {}, level)
     advanced = _advanced(index)
@@ -1077,7 +1272,9 @@ def batch_in(x: Any, axis: int, level: int) -> Any:
     """``x`` batched along ``axis`` at ``level``; on a node, a recorded call."""
     if isinstance(x, Node):
         return batch_in(x, axis, level)
-    return Batched(np.moveaxis(x, axis, 0), level)
+    if axis or not isinstance(x, (np.ndarray, Batched)):
+        x = np.moveaxis(x, axis, 0)
+    return Batched(x, level)
 
 
 @primitive
@@ -1086,9 +1283,8 @@ def batch_out(y: Any, axis: int, level: int, size: int) -> Any:
     ``y`` is broadcast ``size`` times)."""
     if isinstance(y, Node):
         return batch_out(y, axis, level, size)
-    if _at(y, level):
-        return np.moveaxis(y.data, 0, axis)
-    return np.moveaxis(_broadcast_data(y, size), 0, axis)
+    data = y.data if _at(y, level) else _broadcast_data(y, size)
+    return np.moveaxis(data, 0, axis) if axis else data
 
 
 @primitive

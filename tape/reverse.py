@@ -169,6 +169,7 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
                 if adjoints[pos] is None and (
                     (type(xbar) is _ndarray and xbar.shape == getattr(arg.value, "shape", None))
                     or (type(xbar) in _SCALARS and type(arg.value) in _SCALARS)
+                    or (type(xbar) is type(arg.value) and _same_shape(xbar, arg.value))
                 ):
                     adjoints[pos] = xbar
                 else:
@@ -265,8 +266,8 @@ def accumulate(
             xbar = unbroadcast(xbar, shape, f, argnum, record)
     elif not (type(xbar) in _SCALARS and type(value) in _SCALARS):
         check_adjoint(xbar, f, argnum)
-        shape = np.shape(value)
-        if np.shape(xbar) != shape:
+        shape = _shape(value)
+        if _shape(xbar) != shape:
             xbar = unbroadcast(xbar, shape, f, argnum, record)
     pos = arg.pos
     current = rtape.adjoints[pos]
@@ -280,6 +281,24 @@ def accumulate(
     rtape.adjoints[pos] = total
     rtape.owned[pos] = type(total) is _ndarray
     return "add"
+
+
+def _same_shape(a: Any, b: Any) -> bool:
+    """Whether two values of one array type that speaks NumPy's protocols (a batched value,
+    a Dask array) have the same tuple ``shape``: then ``a`` needs no summing back."""
+    shape = getattr(a, "shape", None)
+    return (
+        type(shape) is tuple
+        and hasattr(type(a), "__array_function__")
+        and shape == getattr(b, "shape", None)
+    )
+
+
+def _shape(value: Any) -> tuple:
+    """``np.shape(value)``, read off the ``shape`` attribute where it is a tuple (an ndarray,
+    a node, a batched value): asking NumPy costs a dispatch through its protocols."""
+    shape = getattr(value, "shape", None)
+    return shape if type(shape) is tuple else np.shape(value)
 
 
 def _beyond_rank(xshape: tuple, record: Any) -> bool:
