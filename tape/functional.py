@@ -15,7 +15,7 @@ from .collector import fewer_collections
 from .duck_arrays import is_duck_array
 from .node import Node
 from .records import Leaf, Tape
-from .reverse import propagate, reverse_tape
+from .reverse import reverse_pass, reverse_tape
 from .trees import tree_flatten, tree_unflatten
 
 __all__ = [
@@ -340,7 +340,7 @@ def _reverse(out, tape, inputs, nums, fname, who, has_aux):
         # of one element and some shape, taken as a scalar
         scalar = np.shape(value) == () and not is_duck_array(value)
         seed = 1.0 if scalar else np.ones_like(value)
-        adjoint = propagate(tape, reverse_tape(out, seed), free=True).adjoints
+        adjoint = reverse_pass(tape, reverse_tape(out, seed), free=True).adjoints
     else:
         adjoint = None
     return value, input_gradients(inputs, nums, adjoint), aux

@@ -18,8 +18,8 @@ from .observing import observing
 from .recording import current
 from .records import Branch, Tape
 
-__all__ = ["ReverseTape", "reverse_tape", "propagate", "accumulate", "update_in_place",
-           "in_place_rule", "unbroadcast", "unbroadcast_axes"]  # fmt: skip
+__all__ = ["ReverseTape", "reverse_tape", "propagate", "reverse_pass", "accumulate",
+           "update_in_place", "in_place_rule", "unbroadcast", "unbroadcast_axes"]  # fmt: skip
 
 
 class ReverseTape:
@@ -119,29 +119,35 @@ def propagate(tape: Tape, rtape: ReverseTape, *, free: bool = False) -> ReverseT
             f"the reverse tape has {len(rtape.adjoints)} slots but the tape now has "
             f"{len(tape.records)} records; make the reverse tape after recording"
         )
+    with fewer_collections():
+        return reverse_pass(tape, rtape, free)
+
+
+def reverse_pass(tape: Tape, rtape: ReverseTape, free: bool = False) -> ReverseTape:
+    """``propagate``'s walk itself, for a caller that made ``rtape`` for ``tape`` after
+    recording and slows the collector already (``grad``, around both of its passes)."""
     observer = observing.get()  # under tape.detect_anomaly(), each Branch's contributions
     check = None if observer is None else observer.propagated  # are checked as they are made
     records = tape.records
     adjoints = rtape.adjoints
     pos = len(records)
-    with fewer_collections():
-        try:
-            for pos in range(len(records) - 1, -1, -1):
-                ybar = adjoints[pos]
-                if ybar is None:
-                    continue
-                node = records[pos]
-                if node.seal is not None:
-                    verify(node)
-                if isinstance(node, Branch):
-                    _backpropagate(node, ybar, tape, rtape)
-                    if check is not None:
-                        check(node, ybar, rtape)
-                    if free:
-                        adjoints[pos] = None
-        except Exception as error:
-            note_reverse_failure(error, records, pos)
-            raise
+    try:
+        for pos in range(len(records) - 1, -1, -1):
+            ybar = adjoints[pos]
+            if ybar is None:
+                continue
+            node = records[pos]
+            if node.seal is not None:
+                verify(node)
+            if isinstance(node, Branch):
+                _backpropagate(node, ybar, tape, rtape)
+                if check is not None:
+                    check(node, ybar, rtape)
+                if free:
+                    adjoints[pos] = None
+    except Exception as error:
+        note_reverse_failure(error, records, pos)
+        raise
     return rtape
 
 
@@ -169,7 +175,11 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
                 if adjoints[pos] is None and (
                     (type(xbar) is _ndarray and xbar.shape == getattr(arg.value, "shape", None))
                     or (type(xbar) in _SCALARS and type(arg.value) in _SCALARS)
-                    or (type(xbar) is type(arg.value) and _same_shape(xbar, arg.value))
+                    or (
+                        type(xbar) is not _ndarray
+                        and type(xbar) is type(arg.value)
+                        and _same_shape(xbar, arg.value)
+                    )
                 ):
                     adjoints[pos] = xbar
                 else:
