@@ -316,3 +316,25 @@ def not_summable(xshape: tuple, shape: tuple, f: Any, argnum: int) -> ValueError
         f"{where} returned shape {xshape}, which does not sum back to the argument's shape "
         f"{shape}: a rule must return its argument's shape or the broadcast shape"
     )
+
+
+def bad_seed(y: Any, ybar: Any) -> Exception:
+    """The error for a reverse tape asked for anything but a node ``y`` and a seed
+    ``ybar`` of its shape."""
+    if not hasattr(type(y), "__record_call__"):
+        return TypeError(f"reverse_tape needs a node of a tape, got {type(y).__name__}")
+    return ValueError(
+        f"the seed ybar has shape {np.shape(ybar)}, but the output y has shape "
+        f"{np.shape(y.value)}; they must match"
+    )
+
+
+def check_reverse_tape(tape: Any, rtape: Any) -> None:
+    """A clear error unless ``rtape`` was made for ``tape`` after recording."""
+    if rtape.tape is not tape:
+        raise ValueError("this reverse tape was made for another tape")
+    if len(rtape.adjoints) != len(tape.records):
+        raise ValueError(
+            f"the reverse tape has {len(rtape.adjoints)} slots but the tape now has "
+            f"{len(tape.records)} records; make the reverse tape after recording"
+        )

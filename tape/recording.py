@@ -150,6 +150,7 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
                 node_args += (i,)
         vals.append(a)
     vals = tuple(vals)
+    call = f
     if kwargs:
         for k, v in kwargs.items():
             if type(v) is _ndarray:
@@ -158,10 +159,8 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
                 (type(v) is list or type(v) is tuple) and innermost_tape(v) is not None
             ):
                 return apply_with_keyword_nodes(f, args, kwargs)
-        call = f
     else:
         kwargs = _NO_KWARGS
-        call = f
         if f in _SCALAR_ARITHMETIC and (
             type(vals[0]) in _NUMPY_SCALARS or type(vals[-1]) in _NUMPY_SCALARS
         ):
@@ -173,21 +172,20 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
         raise
     # one tuple per set of positions for the whole process, not one per Branch
     node_args = _NODE_ARGS.setdefault(node_args, node_args)
+    record = tape.branch(value, f, args, kwargs, vals, node_args, seal)
     kind = type(value)
-    if kind is _ndarray:
-        if value.base is None:
-            # A result the tape made itself: freezing it costs nothing and stops any later
-            # in-place change of the array at the line that tries it. Views share the data
-            # of an array that is frozen or fingerprinted already.
-            value.setflags(False)  # write=False, passed positionally: a third of the cost
-        else:  # a view, perhaps of an argument: a write to either must show in the other
-            record = tape.branch(value, f, args, kwargs, vals, node_args, seal)
-            return note_view(record, args)
-    elif kind is not _float64 and kind is not float and isinstance(value, Record):
-        # an outer tape's node, perhaps a view in its turn
-        record = tape.branch(value, f, args, kwargs, vals, node_args, seal)
-        return note_view(record, args)
-    return tape.branch(value, f, args, kwargs, vals, node_args, seal)
+    if kind is _ndarray and value.base is None:
+        # A result the tape made itself: freezing it costs nothing and stops any later
+        # in-place change of the array at the line that tries it. Views share the data
+        # of an array that is frozen or fingerprinted already.
+        value.setflags(False)  # write=False, passed positionally: a third of the cost
+    elif kind is _ndarray or (
+        kind is not _float64 and kind is not float and isinstance(value, Record)
+    ):
+        # a view, perhaps of an argument (or an outer tape's node that is one): a write to
+        # either must show in the other
+        note_view(record, args)
+    return record
 
 
 def _unwrap_sequence(f, i, seq, tape, with_rules, seal):
@@ -231,9 +229,7 @@ def _unrecorded(f: Any, tape: Any, rules: Any, args: tuple, kwargs: dict | None)
         return enter(f, tape, args, kwargs or {})
     if rules.nondiff:
         for keyword, position in rules.guarded:
-            held = kwargs.get(keyword) if kwargs else None
-            if position < len(args):
-                held = args[position]
+            held = args[position] if position < len(args) else (kwargs or {}).get(keyword)
             if innermost_tape((held,)) is not None:
                 raise not_differentiable_in(f, keyword, position)
         return plain(f, args, kwargs)

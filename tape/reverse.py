@@ -11,7 +11,14 @@ from sensitivities import registry
 from .collector import fewer_collections
 from .display import adjoints_text
 from .duck_arrays import is_duck_array
-from .errors import check_adjoint, not_summable, note_reverse_failure, rank
+from .errors import (
+    bad_seed,
+    check_adjoint,
+    check_reverse_tape,
+    not_summable,
+    note_reverse_failure,
+    rank,
+)
 from .mutation import verify
 from .node import Node
 from .observing import observing
@@ -80,13 +87,8 @@ def reverse_tape(y: Node, ybar: Any = 1.0) -> ReverseTape:
     >>> rt[x]
     4.0
     """
-    if not isinstance(y, Node):
-        raise TypeError(f"reverse_tape needs a node of a tape, got {type(y).__name__}")
-    if np.shape(ybar) != np.shape(y.value):
-        raise ValueError(
-            f"the seed ybar has shape {np.shape(ybar)}, but the output y has shape "
-            f"{np.shape(y.value)}; they must match"
-        )
+    if not isinstance(y, Node) or np.shape(ybar) != np.shape(y.value):
+        raise bad_seed(y, ybar)
     pos = current(y).pos  # a node written in place: its latest version (which may record)
     rtape = ReverseTape(y.tape)
     rtape.adjoints[pos] = ybar
@@ -112,13 +114,7 @@ def propagate(tape: Tape, rtape: ReverseTape, *, free: bool = False) -> ReverseT
     >>> rt[x]  # 3 x^2
     array([ 3., 12.])
     """
-    if rtape.tape is not tape:
-        raise ValueError("this reverse tape was made for another tape")
-    if len(rtape.adjoints) != len(tape.records):
-        raise ValueError(
-            f"the reverse tape has {len(rtape.adjoints)} slots but the tape now has "
-            f"{len(tape.records)} records; make the reverse tape after recording"
-        )
+    check_reverse_tape(tape, rtape)
     with fewer_collections():
         return reverse_pass(tape, rtape, free)
 
@@ -175,11 +171,6 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
                 if adjoints[pos] is None and (
                     (type(xbar) is _ndarray and xbar.shape == getattr(arg.value, "shape", None))
                     or (type(xbar) in _SCALARS and type(arg.value) in _SCALARS)
-                    or (
-                        type(xbar) is not _ndarray
-                        and type(xbar) is type(arg.value)
-                        and _same_shape(xbar, arg.value)
-                    )
                 ):
                     adjoints[pos] = xbar
                 else:
@@ -203,9 +194,8 @@ def _contribute(rules, i, arg, record, ybar, kwargs, rtape) -> None:
     update = in_place_rule(rules, i, vals, ybar, arg.value)
     if update is not None:
         update_in_place(rtape, update, arg, y, ybar, vals, kwargs)
-        return
-    xbar = rules.rule(i, vals)(y, ybar, *vals, **kwargs)
-    accumulate(rtape, arg, xbar, rules.f, i, record)
+    else:
+        accumulate(rtape, arg, rules.rule(i, vals)(y, ybar, *vals, **kwargs), rules.f, i, record)
 
 
 def in_place_rule(rules: Any, i: int, vals: tuple, ybar: Any, value: Any) -> Any:
@@ -216,25 +206,18 @@ def in_place_rule(rules: Any, i: int, vals: tuple, ybar: Any, value: Any) -> Any
     update = rules.update_rule(i, vals)
     if update is None or rules.rule(i, vals) is None:
         return update
-    if _holds_nodes(ybar, vals) or is_duck_array(value):
+    # In-place updates cannot be recorded: with nodes of an outer tape about, the plain
+    # rule; so too for the arrays of other libraries (a Dask array has no np.add.at), and
+    # an adjoint no plain accumulator can hold (a batch of them, under vmap).
+    if isinstance(ybar, Node) or any(isinstance(v, Node) for v in vals) or is_duck_array(value):
         return None
-    if type(ybar) is not _ndarray and type(ybar) not in _SCALARS and is_duck_array(ybar):
-        return None  # an adjoint no plain accumulator can hold: a batch of them, under vmap
-    return update
-
-
-def _holds_nodes(ybar: Any, vals: tuple) -> bool:
-    # in-place updates cannot be recorded: with nodes of an outer tape about, use the plain
-    # rule; so too for the arrays of other libraries (a Dask array has no np.add.at)
-    return isinstance(ybar, Node) or any(isinstance(v, Node) for v in vals)
+    return None if is_duck_array(ybar) else update
 
 
 def _complex_into_real(xbar: Any, ybar: Any) -> bool:
     # a complex adjoint cannot be added into a real array in place: the slot is copied
-    dtype = getattr(ybar, "dtype", None)
-    if dtype is None:
-        return type(ybar) is complex
-    return dtype.kind == "c" and xbar.dtype.kind != "c"
+    kind = "c" if type(ybar) is complex else getattr(getattr(ybar, "dtype", None), "kind", "")
+    return kind == "c" and xbar.dtype.kind != "c"
 
 
 def update_in_place(rtape, update, arg, y, ybar, vals, kwargs) -> str:
@@ -276,8 +259,8 @@ def accumulate(
             xbar = unbroadcast(xbar, shape, f, argnum, record)
     elif not (type(xbar) in _SCALARS and type(value) in _SCALARS):
         check_adjoint(xbar, f, argnum)
-        shape = _shape(value)
-        if _shape(xbar) != shape:
+        shape = np.shape(value)
+        if np.shape(xbar) != shape:
             xbar = unbroadcast(xbar, shape, f, argnum, record)
     pos = arg.pos
     current = rtape.adjoints[pos]
@@ -291,24 +274,6 @@ def accumulate(
     rtape.adjoints[pos] = total
     rtape.owned[pos] = type(total) is _ndarray
     return "add"
-
-
-def _same_shape(a: Any, b: Any) -> bool:
-    """Whether two values of one array type that speaks NumPy's protocols (a batched value,
-    a Dask array) have the same tuple ``shape``: then ``a`` needs no summing back."""
-    shape = getattr(a, "shape", None)
-    return (
-        type(shape) is tuple
-        and hasattr(type(a), "__array_function__")
-        and shape == getattr(b, "shape", None)
-    )
-
-
-def _shape(value: Any) -> tuple:
-    """``np.shape(value)``, read off the ``shape`` attribute where it is a tuple (an ndarray,
-    a node, a batched value): asking NumPy costs a dispatch through its protocols."""
-    shape = getattr(value, "shape", None)
-    return shape if type(shape) is tuple else np.shape(value)
 
 
 def _beyond_rank(xshape: tuple, record: Any) -> bool:
