@@ -39,8 +39,8 @@ from typing import Any, Callable
 import numpy as np
 
 from sensitivities import batching_rule_of as _plain_batching_rule_of
+from sensitivities import broadcast_to as _strided_broadcast
 from sensitivities import primitive, sensitivity
-from sensitivities.reductions import broadcast_to as _strided_broadcast
 from sensitivities.registry import function_name, value_of
 from sensitivities.registry import pushforward as _engine_pushforward
 
