@@ -1128,8 +1128,18 @@ _register(_reduction(), np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.am
 _register(_reduction(flattens=True), np.cumsum, np.cumprod, np.argmax, np.argmin,
           np.nancumsum, np.nancumprod)  # fmt: skip
 _register(_reduction(default=-1, flattens=True), np.sort, np.argsort)
-_register(_reduction(default=-1), np.diff)
-_register(_reduction(default=0), np.flip)
+_register(_reduction(), np.flip)  # axis=None: every axis of one example
+
+
+def _diff(func, args, kwargs, level):
+    # np.diff(a, n, axis, ...): its second argument is n, not an axis
+    kwargs = {**dict(zip(("n", "axis", "prepend", "append"), args[1:])), **kwargs}
+    if "prepend" in kwargs or "append" in kwargs:  # joined to each example: one at a time
+        return _loop(func, args[:1], kwargs, level)
+    return _shifted_axis(func, args[:1], kwargs, level, default=-1)
+
+
+_register(_diff, np.diff)
 _register(_reshape, np.reshape)
 _register(_transpose, np.transpose)
 _register(_axes_rule("source", "destination"), np.moveaxis)

@@ -426,8 +426,9 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0, mode: str = "auto") 
     of shape ``out.shape + in.shape``.
 
     ``mode="fwd"`` pushes one direction per input element through a single forward pass;
-    ``mode="rev"`` records ``f`` once and pushes one cotangent per output element through
-    a single reverse pass (forward mode over the pullback, which is linear). ``"auto"``
+    ``mode="rev"`` records ``f`` once and runs its pullback on one cotangent per output
+    element, all at once (the pullback under ``vmap``; forward mode over the pullback,
+    which is linear, where a rule cannot run batched). ``"auto"``
     picks forward mode when the input has fewer elements than the output. An int
     ``argnums`` gives one Jacobian, a tuple a tuple of them. For complex inputs it is the
     Jacobian of a holomorphic function (both modes agree); a real-valued function of a

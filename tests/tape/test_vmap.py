@@ -385,9 +385,28 @@ def test_shape_functions_and_indexing():
         lambda a: np.outer(a[0], a[1]),
         lambda a: np.dot(a[0], a.T),
         lambda a: np.tril(np.outer(a[0], a[1])),
+        lambda a: np.flip(a),  # every axis of an example: not the first alone
+        lambda a: np.flip(a, 1),
+        lambda a: np.diff(a, 2),  # the second argument is n, not an axis
+        lambda a: np.diff(a, 1, 0),
+        lambda a: np.diff(a, axis=0, prepend=np.zeros((1, 3))),
     ]
     for f in cases:
         np.testing.assert_allclose(vmap(f)(A), np.stack([f(a) for a in A]), err_msg=str(f))
+
+
+def test_per_example_gradients_and_reverse_jacobians_of_flips_over_every_axis():
+    A = RNG.standard_normal((4, 2, 3))
+    W = RNG.standard_normal((2, 3))
+
+    def f(a):
+        return np.sum(np.sin(np.flip(a)) * W)
+
+    expected = [numeric_grad(f, (a,), 0) for a in A]
+    np.testing.assert_allclose(vmap(grad(f, argnums=0))(A), np.stack(expected), atol=1e-6)
+    # the reverse-mode Jacobian runs the pullback under vmap
+    J = jacobian(lambda a: np.flip(a) * W, mode="rev")(A[0])
+    np.testing.assert_allclose(J.reshape(6, 6), np.diag(W.ravel())[:, ::-1], atol=1e-12)
 
 
 def test_float32_stays_float32():
