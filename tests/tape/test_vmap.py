@@ -395,7 +395,7 @@ def test_shape_functions_and_indexing():
         np.testing.assert_allclose(vmap(f)(A), np.stack([f(a) for a in A]), err_msg=str(f))
 
 
-def test_per_example_gradients_and_reverse_jacobians_of_flips_over_every_axis():
+def test_flip_without_an_axis_flips_every_axis_of_an_example():
     A = RNG.standard_normal((4, 2, 3))
     W = RNG.standard_normal((2, 3))
 
@@ -404,7 +404,7 @@ def test_per_example_gradients_and_reverse_jacobians_of_flips_over_every_axis():
 
     expected = [numeric_grad(f, (a,), 0) for a in A]
     np.testing.assert_allclose(vmap(grad(f, argnums=0))(A), np.stack(expected), atol=1e-6)
-    # the reverse-mode Jacobian runs the pullback under vmap
+    # and the reverse-mode Jacobian, which runs the pullback under vmap
     J = jacobian(lambda a: np.flip(a) * W, mode="rev")(A[0])
     np.testing.assert_allclose(J.reshape(6, 6), np.diag(W.ravel())[:, ::-1], atol=1e-12)
 
