@@ -274,7 +274,7 @@ class Batched:
             return type(node).__record_call__(primitive, f, args, kwargs)
         if primitive in _OWN:  # vmap's own way in and out of the batch
             return f(*args, **kwargs)
-        level = _top_level(args + tuple(kwargs.values()))
+        level = _scan(args + tuple(kwargs.values()))  # no node among them: a level
         rule = _RULES.get(primitive)
         if rule is None:
             rule = _plain_rule(primitive)
@@ -463,16 +463,6 @@ def _scan(values: Any) -> Any:
     return level
 
 
-def _holds_node(args: tuple) -> bool:
-    for a in args:
-        if isinstance(a, Node):
-            return True
-        if type(a) is list or type(a) is tuple:
-            if _holds_node(a):
-                return True
-    return False
-
-
 def _plain_rule(f: Callable) -> Callable | None:
     """The batching rule of ``f`` from ``sensitivities.batching`` (plain NumPy, batch
     first), adapted to batched values; None where there is none."""
@@ -505,19 +495,6 @@ def _first_node(args: tuple) -> Any:
             if found is not None:
                 return found
     return None
-
-
-def _top_level(args: Any) -> int:
-    level = None
-    for a in args:
-        if isinstance(a, Batched):
-            if level is None or a.level > level:
-                level = a.level
-        elif type(a) is list or type(a) is tuple:
-            inner = _top_level(a)
-            if inner is not None and (level is None or inner > level):
-                level = inner
-    return level
 
 
 def _at(a: Any, level: int) -> bool:

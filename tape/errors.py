@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from sensitivities.registry import function_name, qualified_name, value_of
+from sensitivities.registry import function_name, holds_node, qualified_name, value_of
 
 from .display import dtype_name
 from .duck_arrays import is_duck_array
@@ -321,7 +321,7 @@ def not_summable(xshape: tuple, shape: tuple, f: Any, argnum: int) -> ValueError
 def bad_seed(y: Any, ybar: Any) -> Exception:
     """The error for a reverse tape asked for anything but a node ``y`` and a seed
     ``ybar`` of its shape."""
-    if not hasattr(type(y), "__record_call__"):
+    if type(y) is list or type(y) is tuple or not holds_node(y):
         return TypeError(f"reverse_tape needs a node of a tape, got {type(y).__name__}")
     return ValueError(
         f"the seed ybar has shape {np.shape(ybar)}, but the output y has shape "

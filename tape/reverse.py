@@ -211,7 +211,7 @@ def in_place_rule(rules: Any, i: int, vals: tuple, ybar: Any, value: Any) -> Any
     # an adjoint no plain accumulator can hold (a batch of them, under vmap).
     if isinstance(ybar, Node) or any(isinstance(v, Node) for v in vals) or is_duck_array(value):
         return None
-    return None if is_duck_array(ybar) else update
+    return None if type(ybar) is not _ndarray and is_duck_array(ybar) else update
 
 
 def _complex_into_real(xbar: Any, ybar: Any) -> bool:

@@ -183,3 +183,22 @@ def test_a_complex_adjoint_added_into_a_real_slot_the_pass_owns():
     # by hand: d/dx_k Re((x_k (1 + 2j))^2) = 2 x_k Re((1 + 2j)^2) = -6 x_k
     np.testing.assert_allclose(g, [-6 * 0.3, -6 * -0.5 + 3.0, 2.0])
     np.testing.assert_allclose(compile_grad(f, x)(x + 0.1)[0], grad(f)(x + 0.1)[0])
+
+
+@pytest.mark.parametrize("y", [1.0, [1.0], np.ones(2)])
+def test_reverse_tape_needs_a_node(y):
+    with pytest.raises(TypeError, match="needs a node of a tape"):
+        reverse_tape(y)
+
+
+def test_reverse_tape_needs_a_seed_of_the_output_shape_and_a_fresh_reverse_tape():
+    t = Tape()
+    y = Leaf(t, np.ones(2)) * 2
+    with pytest.raises(ValueError, match=r"ybar has shape \(\), but the output y has shape \(2,\)"):
+        reverse_tape(y, 1.0)
+    rt = reverse_tape(y, np.ones(2))
+    with pytest.raises(ValueError, match="made for another tape"):
+        propagate(Tape(), rt)
+    np.sin(y)  # recorded after the reverse tape was made
+    with pytest.raises(ValueError, match="make the reverse tape after recording"):
+        propagate(t, rt)
