@@ -44,6 +44,7 @@ import numpy as np
 from sensitivities import broadcast_to, registry
 from sensitivities.registry import function_name
 
+from .batching import Batched
 from .errors import MissingRuleError, NodeConversionError
 from .functional import (
     argnums_spec,
@@ -240,6 +241,8 @@ class CompiledGrad:
         return self._replay(program, args, kwargs, key, leaves)
 
     def _replay(self, program: _Program, args: tuple, kwargs: dict, key: Any, leaves: list):
+        if program.holds_batch:  # recorded under another vmap call: its batch is not ours
+            return value_and_grad(self.f, self.argnums)(*args, **kwargs)
         reason = program.check_constants(leaves)
         if reason:
             return self._mismatch(args, kwargs, key, program, reason)
@@ -311,7 +314,7 @@ def _show(key: tuple) -> str:
 
 
 def _is_float(x: Any) -> bool:
-    if isinstance(x, np.ndarray):
+    if isinstance(x, (np.ndarray, Batched)):
         return x.dtype.kind in "fc"
     return isinstance(x, (float, complex, np.inexact))
 
@@ -324,6 +327,10 @@ def _signature(args: tuple, kwargs: dict) -> tuple[Any, list]:
     names = tuple(sorted(kwargs)) if kwargs else ()
     for k in names:
         leaves.append(kwargs[k])
+    levels = [leaf.level for leaf in leaves if type(leaf) is Batched]
+    if levels:  # each vmap call takes a new level: what must match is their order
+        order = sorted(set(levels))
+        return (key, names, tuple(order.index(level) for level in levels)), leaves
     return (key, names), leaves
 
 
@@ -332,6 +339,11 @@ def _walk(a: Any, leaves: list) -> tuple:
     if t is np.ndarray:
         leaves.append(a)
         return (t, a.shape, a.dtype)
+    if t is Batched and type(a.data) is np.ndarray:
+        # under vmap: a program recorded on batched values replays on any batch of the
+        # same shapes (its statements run batched), never holding one as a constant
+        leaves.append(a)
+        return (t, a.data.shape, a.data.dtype)
     if t is list or t is tuple or (isinstance(a, tuple) and hasattr(a, "_fields")):
         return ("tree", t, tuple(_walk(b, leaves) for b in a))
     if isinstance(a, dict):
@@ -351,6 +363,8 @@ def _leaf_keys(key: tuple) -> list:
 def _same_constant(new: Any, old: Any) -> bool:
     if new is old:
         return True
+    if type(new) is Batched or type(old) is Batched:
+        return False  # a batch of another vmap call (another level): not this call's
     if isinstance(old, np.ndarray):
         return isinstance(new, np.ndarray) and new.shape == old.shape and np.array_equal(new, old)
     try:
@@ -459,6 +473,7 @@ class _Program:
         forward = source.forward(live, argpos)
         backward = source.backward(active, differentiated, out_pos)
         self.entry = source.functions(forward, backward, out_pos)
+        self.holds_batch = source.holds_batch
         self.scalar_inputs = [
             pos in source.scalar_args and type(leaf_values[pos]) in _SCALAR_TYPES
             for _, pos in inputs
@@ -570,6 +585,7 @@ class _Source:
             **_MATH,
         }
         self.names = 0
+        self.holds_batch = False  # a batched constant: of one vmap call, not replayable
 
     # -- the forward pass --------------------------------------------------------------
 
@@ -769,6 +785,7 @@ class _Source:
             return repr(value)
         if type(value) is float and math.isfinite(value):
             return repr(value)
+        self.holds_batch = self.holds_batch or _holds_batch(value)
         self.names += 1
         name = f"{prefix}{self.names}"
         self.ns[name] = value
@@ -856,6 +873,14 @@ def _sum_adjoint(g: str, x: np.ndarray, ybar: Any, kwargs: Any) -> str:
     axes = range(x.ndim) if axis is None else np.atleast_1d(axis) % x.ndim
     kept = tuple(1 if i in set(axes) else n for i, n in enumerate(x.shape))
     return f"_broadcast_to({g}.reshape({kept}), {x.shape})"
+
+
+def _holds_batch(value: Any) -> bool:
+    if type(value) is Batched:
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_holds_batch(v) for v in value)
+    return isinstance(value, dict) and any(_holds_batch(v) for v in value.values())
 
 
 def _registered(f: Any, argnum: int) -> Any:

@@ -363,3 +363,79 @@ def test_none_leaves_pass_through_a_compiled_gradient():
         assert got[0][1] is None and expected[0][1] is None
         np.testing.assert_allclose(got[0][0], expected[0][0])
         assert got[0][2] == expected[0][2]
+
+
+def per_example_loss(params, x, y):
+    w1, b1, w2, b2 = params
+    z = np.tanh(x @ w1 + b1) @ w2 + b2
+    z = z - np.max(z)
+    return -np.sum(y * (z - np.log(np.sum(np.exp(z)))))
+
+
+def test_under_vmap_a_program_recorded_on_batches_replays_on_later_batches():
+    from tape import vmap
+
+    rng = np.random.default_rng(7)
+    params, x, y = mlp_data(rng, batch=6)
+    compiled = compile_grad(per_example_loss, params, x[0], y[0], argnums=0)
+    per_example = vmap(compiled, in_axes=(None, 0, 0))
+    for k in range(3):  # each call a new vmap level: the one program recorded on batches
+        xk = x + k
+        got = per_example(params, xk, y)
+        for i in range(len(x)):
+            for j, g in enumerate(got):
+
+                def one_leaf(leaf, x=xk[i], y=y[i], j=j):
+                    return per_example_loss(params[:j] + [leaf] + params[j + 1 :], x, y)
+
+                expected = numeric_grad(one_leaf, (params[j],), 0)
+                np.testing.assert_allclose(g[i], expected, rtol=1e-6, atol=1e-8)
+    assert compiled.recordings == 2  # the example's and the batch's
+    assert compiled.cache_info().hits == 2
+    per_example(params, x[:4], y[:4])  # another batch size: another program
+    assert compiled.recordings == 3
+
+
+def test_under_nested_vmap_and_with_batched_weights():
+    from tape import vmap
+
+    rng = np.random.default_rng(8)
+    w, x = rng.standard_normal((3, 2)), rng.standard_normal((4, 3))
+
+    def loss(w, x):
+        return np.sum(np.tanh(x @ w) ** 2)
+
+    compiled = compile_grad(loss, w, x[0])
+    expected = [numeric_grad(loss, (w, x[i] * 2), 0) for i in range(4)]
+    twice = vmap(vmap(compiled, in_axes=(None, 0)), in_axes=(None, 0))
+    for _ in range(2):
+        got = twice(w, np.stack([x, x * 2]))[0]
+        np.testing.assert_allclose(got[1], np.stack(expected), rtol=1e-6, atol=1e-8)
+    ws = np.stack([w, -w, w * 2, w])
+    got = vmap(compiled, in_axes=(0, 0))(ws, x)[0]
+    for i in range(4):
+        expected = numeric_grad(loss, (ws[i], x[i]), 0)
+        np.testing.assert_allclose(got[i], expected, rtol=1e-6, atol=1e-8)
+
+
+def test_a_batched_constant_of_one_vmap_call_is_never_replayed_in_another():
+    from tape import vmap
+
+    rng = np.random.default_rng(9)
+    w, x = rng.standard_normal((3, 2)), rng.standard_normal((5, 3))
+
+    def leaky(w, x):  # the mask is a plain result computed from a batched node
+        z = x @ w
+        return np.sum(np.where(z > 0, z, 0.1 * z) ** 2)
+
+    compiled = compile_grad(leaky, w, x[0])
+    per_example = vmap(compiled, in_axes=(None, 0))
+    for k in range(3):
+        xk = x * (k - 1)
+        got = per_example(w, xk)[0]
+        for i in range(len(x)):
+            expected = numeric_grad(leaky, (w, xk[i]), 0)
+            np.testing.assert_allclose(got[i], expected, rtol=1e-6, atol=1e-8)
+    # it holds the mask of the batch it was recorded on: later batches go eager, rather
+    # than failing its guards and recording again on every call
+    assert compiled.recordings == 2
