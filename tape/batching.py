@@ -212,6 +212,14 @@ class Batched:
             result = _ufunc_call(ufunc, inputs)  # np.sin(x), x * y: the common call, first
             if result is not _SLOW:
                 return result
+        elif ufunc is np.matmul and method == "__call__" and not kwargs and len(inputs) == 2:
+            result = _matmul_call(*inputs)  # x @ W: the next most common
+            if result is not None:
+                return result
+        elif method == "reduce" and len(inputs) == 1 and kwargs.keys() <= _REDUCE_KEYWORDS:
+            result = _reduce_call(ufunc, self, kwargs)  # a sum's rule: np.add.reduce(g, axis)
+            if result is not None:
+                return result
         level = _scan(inputs + tuple(kwargs.values()) if kwargs else inputs)
         if level is _NODE:
             return NotImplemented  # a node records the call; its value may be batched
@@ -402,10 +410,53 @@ def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
     keywords: the batched data, padded to a common rank, through the ufunc. ``_SLOW``
     for anything else (a node, a list, values of several ``vmap``s, another library's
     array), which the general path takes."""
+    if len(inputs) == 1:  # np.tanh(x), -x
+        a = inputs[0]
+        if type(a) is not Batched:
+            return _SLOW
+        return _batched_result(ufunc(a.data), a.level)
+    if len(inputs) == 2:  # x * y, x + w
+        a, b = inputs
+        if type(a) is Batched:
+            level, da = a.level, a.data
+            if type(b) is Batched:
+                if b.level != level:
+                    return _SLOW
+                db = b.data
+                if da.ndim != db.ndim:  # the lower rank padded after the batch
+                    da, db = (
+                        (_padded(a, db.ndim - 1), db)
+                        if da.ndim < db.ndim
+                        else (da, _padded(b, da.ndim - 1))
+                    )
+            elif type(b) is np.ndarray:
+                db = b
+                if b.ndim >= da.ndim:
+                    da = _padded(a, b.ndim)
+            elif type(b) in _PLAIN:
+                db = b
+            else:
+                return _SLOW
+        elif type(b) is Batched:
+            level, db = b.level, b.data
+            if type(a) is np.ndarray:
+                da = a
+                if a.ndim >= db.ndim:
+                    db = _padded(b, a.ndim)
+            elif type(a) in _PLAIN:
+                da = a
+            else:
+                return _SLOW
+        else:
+            return _SLOW
+        if ufunc is np.multiply and type(da) is np.ndarray and type(db) is np.ndarray:
+            product = _outer_product(da, db)
+            if product is not None:
+                return Batched(product, level)
+        return _batched_result(ufunc(da, db), level)
     level = None
     rank = 0  # the largest rank of one example among the operands
     low = 64  # the smallest among the batched ones: below ``rank``, they are padded
-    args = []
     for a in inputs:
         kind = type(a)
         if kind is Batched:
@@ -413,30 +464,61 @@ def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
                 level = a.level
             elif a.level != level:
                 return _SLOW
-            a = a.data
-            n = a.ndim - 1
-            if n > rank:
-                rank = n
-            if n < low:
-                low = n
+            n = a.data.ndim - 1
+            rank = max(rank, n)
+            low = min(low, n)
         elif kind is np.ndarray:
-            if a.ndim > rank:
-                rank = a.ndim
+            rank = max(rank, a.ndim)
         elif kind not in _PLAIN:
             return _SLOW
-        args.append(a)
-    if low < rank:
-        args = [_padded(a, rank) if type(a) is Batched else a for a in inputs]
-    if ufunc is np.multiply and len(args) == 2:
-        a, b = args
-        if type(a) is np.ndarray and type(b) is np.ndarray and a.shape != b.shape:
-            product = _outer_product(a, b)
-            if product is not None:
-                return Batched(product, level)
-    result = ufunc(*args)
+    if level is None:
+        return _SLOW
+    args = [(_padded(a, rank) if type(a) is Batched else a) for a in inputs]
+    return _batched_result(ufunc(*args), level)
+
+
+def _batched_result(result: Any, level: int) -> Any:
     if type(result) is tuple:  # np.modf, np.frexp: one batched value per output
         return tuple(Batched(r, level) for r in result)
     return Batched(result, level)
+
+
+def _matmul_call(a: Any, b: Any) -> Any:
+    """``a @ b`` for a batch and an ndarray, or two batches of one ``vmap``, where it is
+    one product (``_one_product``); None for the general path."""
+    ta, tb = type(a), type(b)
+    if ta is Batched:
+        if tb is not np.ndarray and not (tb is Batched and b.level == a.level):
+            return None
+        level = a.level
+    elif tb is Batched and ta is np.ndarray:
+        level = b.level
+    else:
+        return None
+    na = a.data.ndim - 1 if ta is Batched else a.ndim
+    nb = b.data.ndim - 1 if tb is Batched else b.ndim
+    if na == 0 or nb == 0:
+        return None  # NumPy's error, from the general path
+    product = _one_product(a, b, na, nb, level)
+    return None if product is None else Batched(product, level)
+
+
+_REDUCE_KEYWORDS = frozenset(("axis", "keepdims", "dtype"))
+
+
+def _reduce_call(ufunc: np.ufunc, x: Batched, kwargs: dict) -> Any:
+    """``ufunc.reduce(x, axis=..., keepdims=..., dtype=...)`` of one batch: the axes
+    shifted past the batch; None for the general path."""
+    axis = kwargs.get("axis", 0)
+    if type(x.data) is not np.ndarray or not (
+        type(axis) is int or type(axis) is tuple or axis is None
+    ):
+        return None
+    if type(kwargs.get("dtype")) is Batched or type(kwargs.get("keepdims")) is Batched:
+        return None
+    return Batched(
+        ufunc.reduce(x.data, **{**kwargs, "axis": _axis(axis, x.data.ndim - 1)}), x.level
+    )
 
 
 _NODE = object()  # what _scan answers where a node is among the values
@@ -541,11 +623,23 @@ def _wrap(result: Any, level: int) -> Any:
 
 def _axis(axis: Any, ndim: int) -> Any:
     """A logical ``axis`` (int, tuple or None: all) as an axis of the data."""
+    kind = type(axis)
+    if kind is int or kind is tuple or axis is None:  # asked on every reduction: kept
+        shifted = _SHIFTED.get((axis, ndim))
+        if shifted is not None:
+            return shifted
     if axis is None:
-        return tuple(range(1, ndim + 1))
-    if isinstance(axis, (tuple, list)):
-        return tuple(_one_axis(a, ndim) for a in axis)
-    return _one_axis(axis, ndim)
+        shifted = tuple(range(1, ndim + 1))
+    elif isinstance(axis, (tuple, list)):
+        shifted = tuple(_one_axis(a, ndim) for a in axis)
+    else:
+        shifted = _one_axis(axis, ndim)
+    if (kind is int or kind is tuple or axis is None) and len(_SHIFTED) < 4096:
+        _SHIFTED[axis, ndim] = shifted
+    return shifted
+
+
+_SHIFTED: dict = {}  # (axis, ndim) -> the axes of the data
 
 
 def _one_axis(axis: Any, ndim: int) -> int:
@@ -578,6 +672,8 @@ def _outer_product(a: Any, b: Any) -> Any:
     broadcasting multiplies at a third of einsum's speed; None where it is not."""
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != b.ndim:
         return None
+    if a.size * b.size < 1 << 15 or a.shape == b.shape:
+        return None  # small, or not an outer product at all
     sa, sb = a.shape, b.shape
     size, outer = 1, False
     for n, m in zip(sa, sb):
@@ -679,6 +775,10 @@ def _shifted_axis(func, args, kwargs, level, default=None, flattens=False, name=
         ):
             # the axes shifted past the batch; None: all of one example's (none of a scalar's)
             new_axis = _axis(axis, x.data.ndim - 1)
+            reduce = _UFUNC_REDUCTIONS.get(func)
+            if reduce is not None and type(x.data) is np.ndarray and kwargs.keys() <= reduce[1]:
+                # np.sum of an ndarray is np.add.reduce, less NumPy's own Python wrapper
+                return Batched(reduce[0](x.data, **{**kwargs, name: new_axis}), level)
             return _wrap(func(x.data, **{**kwargs, name: new_axis}), level)
     rest = list(args[1:])
     kwargs = dict(kwargs)
@@ -711,6 +811,17 @@ def _shifted_axis(func, args, kwargs, level, default=None, flattens=False, name=
     return _wrap(result, level)
 
 
+# The reductions that are a ufunc's reduce on an ndarray, and the keywords they share.
+_UFUNC_REDUCTIONS = {
+    np.sum: (np.add.reduce, {"axis", "dtype", "keepdims"}),
+    np.prod: (np.multiply.reduce, {"axis", "dtype", "keepdims"}),
+    np.max: (np.maximum.reduce, {"axis", "keepdims"}),
+    np.amax: (np.maximum.reduce, {"axis", "keepdims"}),
+    np.min: (np.minimum.reduce, {"axis", "keepdims"}),
+    np.amin: (np.minimum.reduce, {"axis", "keepdims"}),
+}
+
+
 def _reduction(default=None, flattens=False, name="axis"):
     def rule(func, args, kwargs, level):
         return _shifted_axis(func, args, kwargs, level, default, flattens, name)
@@ -741,6 +852,14 @@ def _reshape(func, args, kwargs, level):
 
 
 def _is_batched_anywhere(x: Any, level: int) -> bool:
+    kind = type(x)
+    if kind in _PLAIN:  # an axis, a flag: asked of every keyword of a reduction
+        return False
+    if kind is tuple or kind is list:
+        for v in x:
+            if type(v) not in _PLAIN and _is_batched_anywhere(v, level):
+                return True
+        return False
     if _at(x, level):
         return True
     if isinstance(x, (tuple, list)):
@@ -1180,7 +1299,10 @@ _BASIC = frozenset((int, slice, type(None), type(Ellipsis)))  # what basic index
 def _getitem(x: Batched, index: Any) -> Any:
     level = x.level
     index = index if isinstance(index, tuple) else (index,)
-    if all(type(i) in _BASIC for i in index):  # x[..., 0], x[:, None]: a view, batch first
+    for i in index:
+        if type(i) not in _BASIC:
+            break
+    else:  # x[..., 0], x[:, None]: a view, batch first
         return Batched(x.data[(slice(None),) + index], level)
     if _is_batched_anywhere(index, level) or any(isinstance(i, Node) for i in index):
         return _loop(_index, (x, index), {}, level)
@@ -1403,12 +1525,15 @@ class _Broadcaster:
 # -- vmap --------------------------------------------------------------------------------
 
 
-def _axes_tree(spec: Any, tree: Any, what: str) -> list:
+def _axes_tree(spec: Any, tree: Any, what: str, treedef: Any = None, count: int = -1) -> list:
     """``spec`` (an int, None, or a tree matching ``tree``'s structure, or a prefix of
-    it) as one axis per leaf of ``tree``."""
-    leaves, treedef = tree_flatten(tree)
+    it) as one axis per leaf of ``tree``; ``treedef`` and ``count``, where given, are
+    ``tree``'s structure and number of leaves (else it is flattened here)."""
+    if count < 0:
+        leaves, treedef = tree_flatten(tree)
+        count = len(leaves)
     if spec is None or isinstance(spec, (int, np.integer)):
-        return [spec] * len(leaves)
+        return [spec] * count
     if treedef is None:
         raise ValueError(f"vmap: {what} {spec!r} does not match a single array")
     (kind, info), defs = treedef
@@ -1426,8 +1551,8 @@ def _axes_tree(spec: Any, tree: Any, what: str) -> list:
         children = list(spec)
         subtrees = list(tree)
     out: list = []
-    for s, t in zip(children, subtrees):
-        out += _axes_tree(s, t, what)
+    for s, t, (n, d) in zip(children, subtrees, defs):
+        out += _axes_tree(s, t, what, d, n)
     return out
 
 
@@ -1481,13 +1606,13 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = Fal
                 "vmap: in_axes is an int, None, or a tuple with one entry per positional "
                 "argument (a dict goes inside that tuple, for a dict argument)"
             )
-        axes = _axes_tree(spec, tuple(args), "in_axes") if args else []
-        leaves, treedef = tree_flatten(tuple(args))
+        leaves, treedef = tree_flatten(args)
+        axes = _axes_tree(spec, args, "in_axes", treedef, len(leaves)) if args else []
         sizes = set()
         for leaf, axis in zip(leaves, axes):
             if axis is None or leaf is None:  # a None leaf is an empty part: passed through
                 continue
-            shape = np.shape(value_of(leaf))
+            shape = leaf.shape if type(leaf) is np.ndarray else np.shape(value_of(leaf))
             if not -len(shape) <= axis < len(shape):
                 raise ValueError(
                     f"vmap: in_axes {axis} is out of range for an argument of shape {shape}"
@@ -1505,6 +1630,8 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = Fal
         for leaf, axis in zip(leaves, axes):
             if axis is None or leaf is None:
                 ins.append(leaf)
+            elif type(leaf) is np.ndarray and axis % leaf.ndim == 0:
+                ins.append(Batched(leaf, level))  # what batch_in does with it, directly
             else:
                 ins.append(batch_in(leaf, axis % np.ndim(value_of(leaf)), level))
         token = rewrite(_Broadcaster(level, size))
@@ -1515,9 +1642,12 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = Fal
             _reporting.reset(report_token)
             unobserve(token)
         outs, out_def = tree_flatten(out)
-        oaxes = _axes_tree(out_axes, out, "out_axes")
+        oaxes = _axes_tree(out_axes, out, "out_axes", out_def, len(outs))
         results = []
         for o, axis in zip(outs, oaxes):
+            if type(o) is Batched and o.level == level and axis in (0, -1 - o.ndim):
+                results.append(o.data)  # what batch_out does with it, directly
+                continue
             if axis is None:
                 if _batched_at(o, level):
                     raise ValueError(

@@ -117,6 +117,13 @@ def as_input_type(g: Any, x: Any) -> Any:
         and g.flags.writeable
     ):
         return g  # the common case: already an array of the input's kind
+    if (
+        type(x) is np.ndarray
+        and getattr(g, "dtype", None) == x.dtype
+        and getattr(g, "shape", None) == x.shape
+        and is_duck_array(g)
+    ):
+        return g  # under vmap, a batch of gradients of the input's kind (Dask's, CuPy's)
     dtype = x.dtype if is_duck_array(x) else np.result_type(x)
     if dtype.kind == "f" and np.iscomplexobj(g):
         g = np.real(g)  # a real input's gradient is real, also through complex intermediates
