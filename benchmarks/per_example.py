@@ -6,7 +6,9 @@
 The same workload runs in ``benchmarks/run.py --workloads per_example`` (one process per
 library, beside the other workloads). Compared here, in one process and one thread: the
 hand-written per-example gradient in NumPy (``einsum`` over the batch: the limit),
-``tape.vmap(tape.grad(loss))``, a Python loop of 64 ``tape.grad`` calls, and, where
+``tape.vmap(tape.grad(loss))``, ``tape.vmap`` of ``tape.compile_grad(loss, ...)`` (one
+example's gradient recorded once, its tape on batched values replayed), a Python loop of
+64 ``tape.grad`` calls, and, where
 installed, ``torch.func.vmap(torch.func.grad)`` and ``jax.vmap(jax.grad)`` (eager and
 jit). Every gradient is checked against the hand-written one.
 """
@@ -39,6 +41,7 @@ hand = w.per_example_hand
 RUNNERS = {
     "numpy (einsum, by hand)": "numpy",
     "tape vmap(grad)": "tape",
+    "tape vmap(compile_grad)": "tape-compiled",
     "tape loop of grad": "tape-loop",
     "torch.func vmap(grad)": "torch",
     "jax vmap(grad) eager": "jax",

@@ -59,7 +59,7 @@ TITLES = {
     "jax": "JAX eager",
     "jax-jit": "JAX jit",
 }
-PER_EXAMPLE_LIBRARIES = ("numpy", "tape", "torch", "jax", "jax-jit")  # those with a vmap
+PER_EXAMPLE_LIBRARIES = ("numpy", "tape", "tape-compiled", "torch", "jax", "jax-jit")  # a vmap
 LONG_SIZES = (1_000, 10_000, 100_000, 1_000_000)
 LONG_LIBRARIES = ("numpy", "tape", "autograd", "torch", "jax")
 MEMORY_LIBRARIES = ("numpy", "tape", "autograd", "torch", "jax")
@@ -149,7 +149,7 @@ def worker(lib, workload, quick):
         runner = w.make_per_example(lib)
         hand = None if lib == w.HAND else w.make_per_example(w.HAND)
         out["seconds"], out["ratio"], out["calls"] = median_time(runner, quick, budget, hand)
-        if lib == "tape":  # and tape's own loop of one grad call per example, for the speedup
+        if lib in ("tape", "tape-compiled"):  # and tape's loop of grad calls, for the speedup
             out["loop_seconds"] = median_time(w.make_per_example("tape-loop"), quick, budget)[0]
         ref = w.reference("per_example")
     elif workload == "memory":

@@ -387,16 +387,26 @@ def make_matmul(lib, n):
 def make_per_example(lib):
     """Per-example gradients of the MLP (batch 64): ``vmap(grad(loss))`` in each library,
     the hand-written ``einsum`` in NumPy; ``tape-loop`` is a Python loop of ``tape.grad``
-    calls, one per example. The value checked is 0 (there is none), the gradients are."""
+    calls, one per example; ``tape-compiled`` is ``vmap(compile_grad(loss, ...))``. The value checked is 0 (there is none), the gradients are."""
     params, x, y = mlp_data()
     if lib == "numpy":
         return Runner(lambda: per_example_hand(params, x, y), lambda r: (0.0, r))
-    if lib in ("tape", "tape-loop"):
+    if lib in ("tape", "tape-loop", "tape-compiled"):
         import tape
 
         if lib == "tape":
             f = tape.vmap(tape.grad(per_example_loss, argnums=0), in_axes=(None, 0, 0))
             return Runner(lambda: f(params, x, y), lambda r: (0.0, r))
+        if lib == "tape-compiled":  # one example's gradient compiled, then run over the batch
+            import time
+
+            start = time.perf_counter()
+            compiled = tape.compile_grad(per_example_loss, params, x[0], y[0], argnums=0)
+            f = tape.vmap(compiled, in_axes=(None, 0, 0))
+            f(params, x, y)  # its tape on batched values: recorded once, replayed after
+            runner = Runner(lambda: f(params, x, y), lambda r: (0.0, r))
+            runner.compile_s = time.perf_counter() - start
+            return runner
         g = tape.grad(per_example_loss, argnums=0)
 
         def loop():

@@ -48,6 +48,7 @@ from .forward import ForwardTape
 from .node import Node
 from .observing import observing, rewrite, unobserve
 from .records import Branch, Tape
+from .reverse import SHAPED
 from .trees import tree_flatten, tree_unflatten
 
 __all__ = ["vmap", "Batched", "BatchedControlFlowError", "VmapFallbackWarning"]
@@ -1453,6 +1454,7 @@ def _(y, xdot, x, level):
 
 
 _OWN = (batch_in, batch_out, broadcast, batch_sum)
+SHAPED.add(Batched)  # its .shape is one example's, as np.shape(x) answers
 
 
 # -- closures over nodes of outer tapes ------------------------------------------------------

@@ -187,6 +187,9 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
 _rules_of = registry.lookup
 _ndarray = np.ndarray
 _SCALARS = (float, np.float64)  # shape () for sure: no need to ask np.shape
+# Types whose ``.shape`` is what ``np.shape`` answers, read directly (vmap adds its batches,
+# which would otherwise answer through NumPy's dispatch on every adjoint).
+SHAPED = {np.ndarray}
 
 
 def _contribute(rules, i, arg, record, ybar, kwargs, rtape) -> None:
@@ -259,8 +262,8 @@ def accumulate(
             xbar = unbroadcast(xbar, shape, f, argnum, record)
     elif not (type(xbar) in _SCALARS and type(value) in _SCALARS):
         check_adjoint(xbar, f, argnum)
-        shape = np.shape(value)
-        if np.shape(xbar) != shape:
+        shape = value.shape if type(value) in SHAPED else np.shape(value)
+        if (xbar.shape if type(xbar) in SHAPED else np.shape(xbar)) != shape:
             xbar = unbroadcast(xbar, shape, f, argnum, record)
     pos = arg.pos
     current = rtape.adjoints[pos]
@@ -293,7 +296,7 @@ def unbroadcast(
     given the ``record`` whose rule made ``xbar``, so is an axis in front that
     broadcasting among its value and arguments could not have added.
     """
-    xshape = xbar.shape if type(xbar) is _ndarray else np.shape(xbar)
+    xshape = xbar.shape if type(xbar) in SHAPED else np.shape(xbar)
     extra = len(xshape) - len(shape)
     if record is not None and extra > 0 and _beyond_rank(xshape, record):
         raise not_summable(xshape, shape, f, argnum)
