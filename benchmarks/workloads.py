@@ -387,7 +387,8 @@ def make_matmul(lib, n):
 def make_per_example(lib):
     """Per-example gradients of the MLP (batch 64): ``vmap(grad(loss))`` in each library,
     the hand-written ``einsum`` in NumPy; ``tape-loop`` is a Python loop of ``tape.grad``
-    calls, one per example; ``tape-compiled`` is ``vmap(compile_grad(loss, ...))``. The value checked is 0 (there is none), the gradients are."""
+    calls, one per example; ``tape-compiled`` is ``vmap(compile_grad(loss, ...))``. The
+    value checked is 0 (there is none), the gradients are."""
     params, x, y = mlp_data()
     if lib == "numpy":
         return Runner(lambda: per_example_hand(params, x, y), lambda r: (0.0, r))

@@ -40,7 +40,7 @@ import numpy as np
 
 from sensitivities import batching_rule_of as _plain_batching_rule_of
 from sensitivities import broadcast_to as _strided_broadcast
-from sensitivities import primitive, sensitivity
+from sensitivities import primitive, registry, sensitivity
 from sensitivities.registry import function_name, value_of
 from sensitivities.registry import pushforward as _engine_pushforward
 
@@ -218,7 +218,7 @@ class Batched:
             if result is not None:
                 return result
         elif method == "reduce" and len(inputs) == 1 and kwargs.keys() <= _REDUCE_KEYWORDS:
-            result = _reduce_call(ufunc, self, kwargs)  # a sum's rule: np.add.reduce(g, axis)
+            result = _reduce_call(ufunc.reduce, self, kwargs)  # np.add.reduce(g, axis)
             if result is not None:
                 return result
         level = _scan(inputs + tuple(kwargs.values()) if kwargs else inputs)
@@ -257,6 +257,12 @@ class Batched:
         return _loop(getattr(ufunc, method), inputs, kwargs, level)
 
     def __array_function__(self, func: Callable, types: Any, args: tuple, kwargs: dict) -> Any:
+        if len(args) == 1 and args[0] is self and func in _UFUNC_REDUCTIONS:
+            reduce, keywords = _UFUNC_REDUCTIONS[func]  # np.sum(x), np.max(x, axis=-1)
+            if kwargs.keys() <= keywords:
+                result = _reduce_call(reduce, self, kwargs, None)
+                if result is not None:
+                    return result
         if len(types) == 1 and not kwargs and len(args) == 1 and args[0] is self:
             query = _QUERIES.get(func)  # np.shape(x), np.ndim(x): asked on every adjoint
             if query is not None:
@@ -507,19 +513,18 @@ def _matmul_call(a: Any, b: Any) -> Any:
 _REDUCE_KEYWORDS = frozenset(("axis", "keepdims", "dtype"))
 
 
-def _reduce_call(ufunc: np.ufunc, x: Batched, kwargs: dict) -> Any:
-    """``ufunc.reduce(x, axis=..., keepdims=..., dtype=...)`` of one batch: the axes
-    shifted past the batch; None for the general path."""
-    axis = kwargs.get("axis", 0)
+def _reduce_call(reduce: Callable, x: Batched, kwargs: dict, default: Any = 0) -> Any:
+    """``reduce(x, axis=..., keepdims=..., dtype=...)`` (a ufunc's reduce) of one batch:
+    the axes shifted past the batch; None for the general path. ``default``: the axis
+    when none is given (0 for a ufunc's reduce, None for ``np.sum``)."""
+    axis = kwargs.get("axis", default)
     if type(x.data) is not np.ndarray or not (
         type(axis) is int or type(axis) is tuple or axis is None
     ):
         return None
     if type(kwargs.get("dtype")) is Batched or type(kwargs.get("keepdims")) is Batched:
         return None
-    return Batched(
-        ufunc.reduce(x.data, **{**kwargs, "axis": _axis(axis, x.data.ndim - 1)}), x.level
-    )
+    return Batched(reduce(x.data, **{**kwargs, "axis": _axis(axis, x.data.ndim - 1)}), x.level)
 
 
 _NODE = object()  # what _scan answers where a node is among the values
@@ -776,10 +781,6 @@ def _shifted_axis(func, args, kwargs, level, default=None, flattens=False, name=
         ):
             # the axes shifted past the batch; None: all of one example's (none of a scalar's)
             new_axis = _axis(axis, x.data.ndim - 1)
-            reduce = _UFUNC_REDUCTIONS.get(func)
-            if reduce is not None and type(x.data) is np.ndarray and kwargs.keys() <= reduce[1]:
-                # np.sum of an ndarray is np.add.reduce, less NumPy's own Python wrapper
-                return Batched(reduce[0](x.data, **{**kwargs, name: new_axis}), level)
             return _wrap(func(x.data, **{**kwargs, name: new_axis}), level)
     rest = list(args[1:])
     kwargs = dict(kwargs)
@@ -812,7 +813,8 @@ def _shifted_axis(func, args, kwargs, level, default=None, flattens=False, name=
     return _wrap(result, level)
 
 
-# The reductions that are a ufunc's reduce on an ndarray, and the keywords they share.
+# The reductions that are a ufunc's reduce on an ndarray, and the keywords they share:
+# called as such on a batch's data, without NumPy's own Python wrapper around them.
 _UFUNC_REDUCTIONS = {
     np.sum: (np.add.reduce, {"axis", "dtype", "keepdims"}),
     np.prod: (np.multiply.reduce, {"axis", "dtype", "keepdims"}),
@@ -1455,6 +1457,117 @@ def _(y, xdot, x, level):
 
 _OWN = (batch_in, batch_out, broadcast, batch_sum)
 SHAPED.add(Batched)  # its .shape is one example's, as np.shape(x) answers
+
+
+# -- batched forms of the commonest rules ------------------------------------------------
+# Under vmap(grad(f)) a rule runs on batched values, and each NumPy call inside it is
+# answered through Batched's protocols, a few microseconds each. The rules that per-example
+# gradients of small models run most (sums, extrema, vector-matrix products) get a batched
+# form that computes on the batch's data at once; where a call is not its case (keywords,
+# values of several vmaps, stacks of matrices), it answers NotImplemented and the rule
+# itself runs, on the batched values.
+
+
+def _batched_form(f: Any, *argnums: int) -> Callable:
+    """Give the registered rules of ``f`` for ``argnums`` the batched form decorated."""
+
+    def install(form: Callable) -> Callable:
+        rules = registry.lookup(f)
+        for argnum in argnums:
+            plain = rules.plain[argnum]
+
+            @functools.wraps(plain)
+            def rule(y, ybar, *args, _plain=plain, _argnum=argnum, **kwargs):
+                if type(ybar) is Batched:
+                    out = form(_argnum, y, ybar, *args, **kwargs)
+                    if out is not NotImplemented:
+                        return out
+                return _plain(y, ybar, *args, **kwargs)
+
+            sensitivity(f, argnum, override=True)(rule)
+        return form
+
+    return install
+
+
+def _reduced(x: Any, ybar: Any, axis: Any, rest: dict, allowed: frozenset) -> Any:
+    """The batch's data of ``x`` and the kept shape of a reduction of it over ``axis``
+    (the reduced axes as 1s), where ``x`` and ``ybar`` are ndarray batches of one level
+    and ``rest`` has only ``allowed`` keywords; None otherwise."""
+    if (
+        type(x) is not Batched
+        or x.level != ybar.level
+        or type(x.data) is not np.ndarray
+        or type(ybar.data) is not np.ndarray
+        or not rest.keys() <= allowed
+        or not (type(axis) is int or type(axis) is tuple or axis is None)
+    ):
+        return None
+    data = x.data
+    axes = _axis(axis, data.ndim - 1)
+    axes = axes if type(axes) is tuple else (axes,)
+    return data, tuple(1 if k in axes else n for k, n in enumerate(data.shape)), axes
+
+
+@_batched_form(np.sum, 0)
+def _sum_form(argnum, y, ybar, x, axis=None, *args, **kwargs):
+    reduced = None if args else _reduced(x, ybar, axis, kwargs, _SUM_KEYWORDS)
+    if reduced is None:
+        return NotImplemented
+    data, kept, _ = reduced  # ybar put back in the reduced axes, repeated along them
+    return Batched(_strided_broadcast(ybar.data.reshape(kept), data.shape), x.level)
+
+
+@_batched_form(np.max, 0)
+@_batched_form(np.amax, 0)
+@_batched_form(np.min, 0)
+@_batched_form(np.amin, 0)
+def _extremum_form(argnum, y, ybar, x, axis=None, *args, **kwargs):
+    reduced = None if args else _reduced(x, ybar, axis, kwargs, _EXTREMUM_KEYWORDS)
+    if reduced is None or type(y) is not Batched or type(y.data) is not np.ndarray:
+        return NotImplemented
+    data, kept, axes = reduced
+    hits = np.equal(data, y.data.reshape(kept))  # NaNs never hit
+    g = ybar.data.reshape(kept)
+    # the rule's test, over the whole batch: as many hits as slices and no NaN slice
+    if np.count_nonzero(hits) == y.data.size and not np.isnan(y.data).any():
+        return Batched(hits * g, x.level)
+    dtype = data.dtype if data.dtype.kind in "fc" else np.dtype(np.float64)
+    count = np.add.reduce(hits, axis=axes, keepdims=True, dtype=dtype)  # ties share
+    return Batched(hits * (g / np.maximum(count, 1)), x.level)
+
+
+@_batched_form(np.matmul, 0, 1)
+def _matmul_form(argnum, y, ybar, a, b, **kwargs):
+    """A vector per example times one matrix, or one matrix times a vector per example:
+    a product of the batch's rows, and an outer product per example."""
+    if kwargs or type(ybar.data) is not np.ndarray:
+        return NotImplemented
+    level = ybar.level
+    if type(b) is np.ndarray and b.ndim == 2 and _vectors(a, level):  # x @ W
+        if argnum == 0:
+            return Batched(np.matmul(ybar.data, b.T), level)
+        return Batched(_outer(a.data, ybar.data), level)
+    if type(a) is np.ndarray and a.ndim == 2 and _vectors(b, level):  # W @ x
+        if argnum == 0:
+            return Batched(_outer(ybar.data, b.data), level)
+        return Batched(np.matmul(ybar.data, a), level)
+    return NotImplemented
+
+
+def _vectors(v: Any, level: int) -> bool:
+    return type(v) is Batched and v.level == level and type(v.data) is np.ndarray and v.ndim == 1
+
+
+def _outer(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Each example's outer product of two batches of vectors."""
+    left, right = u[:, :, None], v[:, None, :]
+    product = _outer_product(left, right)
+    return left * right if product is None else product
+
+
+_SUM_KEYWORDS = frozenset(("dtype", "keepdims"))
+_EXTREMUM_KEYWORDS = frozenset(("keepdims",))
 
 
 # -- closures over nodes of outer tapes ------------------------------------------------------

@@ -455,6 +455,7 @@ def test_a_batch_added_into_a_plain_array_in_place_is_a_clear_error():
     for f in (add_at, add_into):
         with pytest.raises(TypeError, match="build a new array instead"):
             vmap(f)(np.ones((2, 3)))
+
     # what the guide says to do instead: an array made like a batched value
     def add_at_like(x):
         a = np.zeros_like(x)
@@ -463,3 +464,75 @@ def test_a_batch_added_into_a_plain_array_in_place_is_a_clear_error():
 
     X3 = np.arange(6.0).reshape(2, 3)
     np.testing.assert_array_equal(vmap(add_at_like)(X3), [add_at_like(x) for x in X3])
+
+
+# -- the batched forms of the commonest rules --------------------------------------------
+
+
+@st.composite
+def _reduction_call(draw):
+    shape = tuple(draw(st.lists(st.integers(1, 3), max_size=3)))
+    ndim = len(shape)
+    axes = st.none()
+    if ndim:
+        one = st.integers(-ndim, ndim - 1)
+        axes = st.one_of(
+            st.none(),
+            one,
+            st.lists(one, min_size=1, max_size=ndim, unique_by=lambda a: a % ndim).map(tuple),
+        )
+    return shape, draw(axes), draw(st.booleans())
+
+
+@settings(max_examples=60, deadline=None)
+@given(call=_reduction_call(), f=st.sampled_from([np.sum, np.max, np.min, np.amax, np.amin]),
+       ties=st.booleans(), seed=st.integers(0, 2**16))  # fmt: skip
+def test_per_example_gradients_of_sums_and_extrema_against_the_analytic_form(call, f, ties, seed):
+    shape, axis, keepdims = call
+    rng = np.random.default_rng(seed)
+    batch = (4,) + shape
+    x = rng.integers(0, 2, batch).astype(float) if ties else rng.standard_normal(batch)
+    weights = rng.standard_normal(np.shape(f(x[0], axis=axis, keepdims=keepdims)))
+
+    def loss(x):
+        return np.sum(weights * f(x, axis=axis, keepdims=keepdims))
+
+    got = vmap(grad(loss))(x)[0]
+    for b in range(4):
+        kept = np.reshape(weights, np.shape(f(x[b], axis=axis, keepdims=True)))
+        if f is np.sum:
+            expected = np.broadcast_to(kept, shape)
+        else:  # ties share the slice's adjoint equally
+            hits = x[b] == f(x[b], axis=axis, keepdims=True)
+            expected = hits * kept / np.sum(hits, axis=axis, keepdims=True)
+        np.testing.assert_allclose(got[b], expected, rtol=1e-12, atol=1e-12)
+
+
+def test_an_extremum_of_nan_has_no_gradient_under_vmap_as_without():
+    x = np.array([[1.0, 3.0, 3.0], [np.nan, 0.0, 1.0], [2.0, 1.0, 0.0]])
+    got = vmap(grad(np.max))(x)[0]
+    np.testing.assert_array_equal(got, [[0.0, 0.5, 0.5], [0.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    np.testing.assert_array_equal(got, np.stack([grad(np.max)(row)[0] for row in x]))
+
+
+@pytest.mark.parametrize("order", ["x @ W", "W @ x", "X @ W", "x @ Ws", "x @ W with keywords"])
+def test_per_example_gradients_of_vector_matrix_products(order):
+    rng = np.random.default_rng(3)
+    w, x, xs, ws = (rng.standard_normal(s) for s in ((3, 4), (5, 3), (5, 2, 3), (5, 3, 4)))
+
+    def loss(w, x):
+        if order == "W @ x":
+            return np.sum(np.tanh(w.T @ x) ** 2)
+        if order == "x @ W with keywords":
+            return np.sum(np.tanh(np.matmul(x, w, dtype=np.float64)) ** 2)
+        return np.sum(np.tanh(x @ w) ** 2)
+
+    data = xs if order == "X @ W" else x
+    weights = ws if order == "x @ Ws" else w
+    in_axes = (0, 0) if order == "x @ Ws" else (None, 0)
+    got = vmap(grad(loss, argnums=(0, 1)), in_axes=in_axes)(weights, data)
+    for b in range(5):
+        wb = weights[b] if order == "x @ Ws" else weights
+        for argnum, g in enumerate(got):
+            expected = numeric_grad(loss, (wb, data[b]), argnum)
+            np.testing.assert_allclose(g[b], expected, rtol=1e-6, atol=1e-8)
