@@ -69,8 +69,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     repeats = 5 if args.quick else args.repeats
     expected = hand(*w.mlp_data(batch=64))
-    rows = []
-    for name, run in runners().items():
+    runs = runners()
+    for name, run in runs.items():
         got = run()
         error = max(
             float(np.max(np.abs(np.asarray(a) - b)) / (np.max(np.abs(b)) + 1e-300))
@@ -78,12 +78,19 @@ def main(argv=None):
         )
         if error > 1e-8:
             raise AssertionError(f"{name}: relative error {error:.2e} against the hand-written")
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
+    # Rows take turns in blocks of calls, round after round: a change in the machine's load
+    # falls on every row alike, and each block runs warm (its first call, after another
+    # library's, is not timed; single calls taken in turn would time every row cold).
+    rounds = 5
+    times = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
             run()
-            times.append(time.perf_counter() - start)
-        rows.append((name, statistics.median(times)))
+            for _ in range(max(1, repeats // rounds)):
+                start = time.perf_counter()
+                run()
+                times[name].append(time.perf_counter() - start)
+    rows = [(name, statistics.median(t)) for name, t in times.items()]
     base = rows[0][1]
     loop = dict(rows).get("tape loop of grad")
     print(f"per-example gradients, MLP 64-128-10, batch 64, median of {repeats}")

@@ -90,10 +90,18 @@ def tree_flatten(tree: Any) -> tuple[list, Any]:
         return [tree], None
     leaves, defs = [], []
     for child in children:
+        if type(child) in _LEAVES:  # an array or a number: its own leaf, without a call
+            leaves.append(child)
+            defs.append(_ONE_LEAF)
+            continue
         child_leaves, child_def = tree_flatten(child)
         leaves += child_leaves
         defs.append((len(child_leaves), child_def))
     return leaves, TreeDef((kind, defs))
+
+
+_LEAVES = frozenset((np.ndarray, float, int, complex, bool, type(None), np.float64, np.float32))
+_ONE_LEAF = (1, None)
 
 
 def tree_unflatten(treedef: Any, leaves: Sequence) -> Any:
@@ -124,7 +132,10 @@ def _unflatten(treedef: Any, leaves: Sequence) -> Any:
     (kind, info), defs = treedef
     children, start = [], 0
     for count, child_def in defs:
-        children.append(_unflatten(child_def, leaves[start : start + count]))
+        if child_def is None:  # a leaf
+            children.append(leaves[start])
+        else:
+            children.append(_unflatten(child_def, leaves[start : start + count]))
         start += count
     if kind == "namedtuple":
         return info(*children)
