@@ -11,6 +11,7 @@ from its sensitivity. So these rules are about speed, never about coverage.
 Like sensitivities, they are plain NumPy over their inputs, so they are differentiable.
 """
 
+import math
 import operator
 
 import numpy as np
@@ -379,7 +380,10 @@ def _filled(y, xdots, arrays):
 def _(y, xdots, arrays, axis=0, out=None, dtype=None, casting="same_kind"):
     parts = _filled(y, xdots, arrays)
     if axis is None:
-        return np.concatenate([np.reshape(p, (np.shape(p)[0], -1)) for p in parts], axis=1)
+        # each tangent flattened after its direction axis (the size spelled out: NumPy
+        # cannot work out -1 for an empty array)
+        flat = [np.reshape(p, (np.shape(p)[0], math.prod(np.shape(p)[1:]))) for p in parts]
+        return np.concatenate(flat, axis=1)
     return np.concatenate(parts, axis=axis % np.ndim(arrays[0]) + 1)
 
 

@@ -707,6 +707,16 @@ def _outer_product(a: Any, b: Any) -> Any:
     return result.reshape(tuple(max(n, m) for n, m in zip(sa, sb)))
 
 
+def multiply_data(a: Any, b: Any) -> Any:
+    """``a * b`` of two batches' data (or a batch's and a plain value), as a batched
+    multiply computes it: a large outer product by ``einsum``."""
+    product = _outer_product(a, b)
+    return a * b if product is None else product
+
+
+shifted_axis = _axis  # a logical axis of one example as an axis of its batch's data
+
+
 def _elementwise_function(func, args, kwargs, level):
     return _elementwise(func, args, kwargs, level)
 

@@ -44,7 +44,7 @@ import numpy as np
 from sensitivities import broadcast_to, registry
 from sensitivities.registry import function_name
 
-from .batching import Batched
+from .batching import Batched, multiply_data, shifted_axis
 from .errors import MissingRuleError, NodeConversionError
 from .functional import (
     argnums_spec,
@@ -586,6 +586,11 @@ class _Source:
         }
         self.names = 0
         self.holds_batch = False  # a batched constant: of one vmap call, not replayable
+        # the batches of one vmap (under vmap): the calls Batched would answer by its
+        # fast paths are written on their data, the level read from an input (``lvl``)
+        self.batch_input = _batch_input(tape)
+        if self.batch_input is not None:
+            self.ns.update(_B=Batched, _multiply=multiply_data)
 
     # -- the forward pass --------------------------------------------------------------
 
@@ -614,6 +619,10 @@ class _Source:
         if scalar:
             template = _SCALAR[node.f][0]
             return template.format(*(self._expr(a) for a in node.args))
+        if self.batch_input is not None:
+            lowered = self._batched_call(node)
+            if lowered is not None:
+                return lowered
         reduce = _REDUCE.get(node.f)
         if (
             reduce is not None
@@ -626,6 +635,51 @@ class _Source:
             axis = "" if "axis" in node.kwargs else ", axis=None"  # reduce's default is 0
             return f"{reduce[0]}({self._args(node)}{axis})"
         return f"{self._name(node.f, 'f')}({self._args(node)})"
+
+    def _batched_call(self, node: Branch) -> str | None:
+        """``node``'s call on its batches' data, as Batched's fast paths make it: an
+        elementwise ufunc, a vector per example times a matrix, a sum or an extremum;
+        None for any other call."""
+        f, args, kwargs = node.f, node.args, node.kwargs
+        if type(node.value) is not Batched:
+            return None
+        vals = [a.value if isinstance(a, Node) and a.tape is self.tape else a for a in args]
+        if isinstance(f, np.ufunc) and f.signature is None and not kwargs and len(args) <= 2:
+            ranks = [_example_rank(v) for v in vals]
+            if None in ranks or f.nout != 1:
+                return None
+            rank = max(ranks)  # each batch padded after its batch axis up to it
+            exprs = [self._data(a, v, rank - r) for a, v, r in zip(args, vals, ranks)]
+            call = "_multiply" if f is np.multiply else self._name(f, "f")
+            return f"_B({call}({', '.join(exprs)}), lvl)"
+        if (
+            f is np.matmul
+            and not kwargs
+            and len(vals) == 2
+            and type(vals[0]) is Batched
+            and vals[0].data.ndim == 2
+            and type(vals[1]) is np.ndarray
+            and vals[1].ndim == 2
+        ):  # x @ W: one product of every example's row
+            return f"_B(np.matmul({self._expr(args[0])}.data, {self._expr(args[1])}), lvl)"
+        reduce = _REDUCE.get(f)
+        if reduce is None or len(vals) != 1 or type(vals[0]) is not Batched:
+            return None
+        axis = kwargs.get("axis")
+        if not set(kwargs) <= reduce[1] or not (type(axis) in (int, tuple) or axis is None):
+            return None
+        shifted = shifted_axis(axis, vals[0].data.ndim - 1)
+        rest = "".join(f", {k}={self._name(v)}" for k, v in kwargs.items() if k != "axis")
+        return f"_B({reduce[0]}({self._expr(args[0])}.data, axis={shifted!r}{rest}), lvl)"
+
+    def _data(self, a: Any, value: Any, missing: int = 0) -> str:
+        """An operand on its data: a batch's data (with ``missing`` axes of length 1
+        after its batch axis), or a plain value as it is."""
+        if type(value) is not Batched:
+            return self._expr(a)
+        shape = value.data.shape
+        padded = f".reshape({shape[:1] + (1,) * missing + shape[1:]})" if missing else ""
+        return f"{self._expr(a)}.data{padded}"
 
     def _guard(self, at, gf, spec, gkw, expected) -> str:
         parts = [self._spec_expr(a) for a in spec]
@@ -725,8 +779,19 @@ class _Source:
         f, vals, gp = node.f, node.vals, self._read(p)
         if rule is _registered(f, i):
             if f in _SCALAR and not kwargs:
+                template = _on_arrays(_SCALAR[f][1][i])
+                if (
+                    self.batch_input is not None
+                    and template != "{g}"  # passed on as it is
+                    and _same_batches(node, ybar, self.tape, template)
+                ):
+                    exprs = [
+                        self._data(b, b.value if isinstance(b, Node) else b) for b in node.args
+                    ]
+                    data = template.format(*exprs, y=f"x{p}.data", g=f"({gp}).data")
+                    return _BatchedData(data)
                 exprs = [self._expr(b) for b in node.args]
-                return _on_arrays(_SCALAR[f][1][i]).format(*exprs, y=f"x{p}", g=gp)
+                return template.format(*exprs, y=f"x{p}", g=gp)
             if f is np.sum and _plain_sum(node, vals):
                 return _sum_adjoint(gp, vals[0], ybar, kwargs)
             if f is np.matmul and _plain_matmul(vals, ybar, kwargs):
@@ -743,10 +808,18 @@ class _Source:
             return
         done = accumulate(self.rtape, a, xbar, node.f, i)  # raises if it cannot sum back
         leading, stretched = unbroadcast_axes(np.shape(xbar), np.shape(a.value))
+        shift = 0
+        if type(expr) is _BatchedData:  # summed on the data, past its batch axis
+            shift = 1
+            leading = tuple(k + 1 for k in leading)
         if leading:
             expr = f"np.add.reduce({expr}, axis={leading})"
         if stretched:
-            expr = f"np.add.reduce({expr}, axis={stretched}, keepdims=True)"
+            expr = (
+                f"np.add.reduce({expr}, axis={tuple(k + shift for k in stretched)}, keepdims=True)"
+            )
+        if shift:
+            expr = f"_B({expr}, lvl)"
         self._accumulate(a.pos, expr, done, out)
 
     def _accumulate(self, q: int, expr: str, done: str, out: list, alias: bool = False) -> None:
@@ -828,6 +901,8 @@ class _Source:
             later = set().union(*used[k + 1 :]) if k + 1 < chunks else set()
             stores = sorted(q for q in defined[k] if q in later or q == out_pos)
             lines = [f"x{q} = v[{q}]" for q in sorted(used[k] - defined[k])]
+            if self.batch_input is not None:
+                lines.insert(0, f"lvl = v[{self.batch_input}].level")
             lines += forward[k] + [f"v[{q}] = x{q}" for q in stores]
             if k + 1 < chunks:
                 lines.append(f"chunk_{k + 1}(v, g)")
@@ -873,6 +948,54 @@ def _sum_adjoint(g: str, x: np.ndarray, ybar: Any, kwargs: Any) -> str:
     axes = range(x.ndim) if axis is None else np.atleast_1d(axis) % x.ndim
     kept = tuple(1 if i in set(axes) else n for i, n in enumerate(x.shape))
     return f"_broadcast_to({g}.reshape({kept}), {x.shape})"
+
+
+class _BatchedData(str):
+    """A contribution's expression written on a batch's data: wrapped once summed back."""
+
+
+def _batch_input(tape: Tape) -> int | None:
+    """The position of an input holding a batch, where every batched value on ``tape``
+    is a batch of ndarrays of that one level (a program of one vmap); else None."""
+    level = first = None
+    for node in tape.records:
+        value = node.value
+        if isinstance(value, Batched):
+            if type(value.data) is not np.ndarray or level not in (None, value.level):
+                return None
+            level = value.level
+            if first is None and not isinstance(node, Branch):
+                first = node.pos
+    return first
+
+
+def _example_rank(value: Any) -> int | None:
+    if type(value) is Batched:
+        return value.data.ndim - 1
+    if type(value) is np.ndarray:
+        return value.ndim
+    return 0 if type(value) in (float, int, complex, bool) or isinstance(value, np.number) else None
+
+
+def _same_batches(node: Branch, ybar: Any, tape: Tape, template: str) -> bool:
+    """Whether ``node``'s value, adjoint and the arguments ``template`` (a rule's scalar
+    form) reads are batches of one data shape (or numbers): the form then reads the same
+    on their data."""
+    if type(ybar) is not Batched or type(node.value) is not Batched:
+        return False
+    shape = ybar.data.shape
+    if node.value.data.shape != shape:
+        return False
+    for k, a in enumerate(node.args):
+        if f"{{{k}}}" not in template:
+            continue
+        value = a.value if isinstance(a, Node) and a.tape is tape else a
+        if type(value) is Batched:
+            if value.data.shape != shape:
+                return False
+        elif _example_rank(value) != 0 or isinstance(value, np.ndarray):
+            return False
+    return True
 
 
 def _holds_batch(value: Any) -> bool:

@@ -1,12 +1,15 @@
 """compile_grad: a recorded tape replayed equals grad, and guards catch what changed."""
 
 import math
+from unittest import mock
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sensitivities import registry
-from tape import TapeMismatchError, compile_grad, grad, value_and_grad
+from tape import TapeMismatchError, compile_grad, grad, tree_flatten, value_and_grad
 from tape.compiled import _SCALAR
 from tests.fd import numeric_grad
 
@@ -381,7 +384,8 @@ def test_under_vmap_a_program_recorded_on_batches_replays_on_later_batches():
     per_example = vmap(compiled, in_axes=(None, 0, 0))
     for k in range(3):  # each call a new vmap level: the one program recorded on batches
         xk = x + k
-        got = per_example(params, xk, y)
+        with mock.patch("tape.compiled.value_and_grad", side_effect=AssertionError("eager")):
+            got = per_example(params, xk, y)  # by the program, which never goes eager here
         for i in range(len(x)):
             for j, g in enumerate(got):
 
@@ -439,3 +443,58 @@ def test_a_batched_constant_of_one_vmap_call_is_never_replayed_in_another():
     # it holds the mask of the batch it was recorded on: later batches go eager, rather
     # than failing its guards and recording again on every call
     assert compiled.recordings == 2
+
+
+_STEPS = {
+    "tanh": np.tanh,
+    "exp": lambda z: np.exp(z / 4),
+    "sin": np.sin,
+    "square": np.square,
+    "negative": np.negative,
+    "log": lambda z: np.log(1.5 + np.cos(z)),
+    "minus its max": lambda z: z - np.max(z),
+    "over its sum of squares": lambda z: z / np.sqrt(1.0 + np.sum(z * z)),
+    "times a constant": lambda z: z * np.linspace(0.5, 1.5, np.shape(z)[-1]),
+    "plus a number": lambda z: 2.0 - z,
+    "times itself": lambda z: z * np.cos(z),
+    "row max": lambda z: z - np.max(z, axis=-1, keepdims=True),
+    "row sum": lambda z: np.sum(z, axis=0) * z,
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(st.sampled_from(sorted(_STEPS)), min_size=1, max_size=4),
+    matrix=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_under_vmap_a_compiled_gradient_equals_a_loop_of_grad(steps, matrix, seed):
+    """The program recorded on batches writes most calls on the batches' data; replayed,
+    it gives what a loop of eager gradients gives, example by example."""
+    from tape import vmap
+
+    rng = np.random.default_rng(seed)
+    w, b = rng.standard_normal((3, 4)) * 0.5, rng.standard_normal(4) * 0.1
+    xs = rng.standard_normal((5, 2, 3) if matrix else (5, 3))
+
+    def f(params, x):
+        z = x @ params[0] + params[1]
+        for step in steps:
+            z = _STEPS[step](z)
+        return np.sum(z * z)
+
+    compiled = compile_grad(f, (w, b), xs[0], argnums=(0, 1))
+    per_example = vmap(compiled, in_axes=(None, 0))
+    for k in range(2):  # recorded, then replayed
+        x = xs + k
+        with mock.patch("tape.compiled.value_and_grad", side_effect=AssertionError("eager")):
+            got = per_example((w, b), x)  # by the program: a failing one would go eager
+        for i in range(len(x)):
+            expected = grad(f, argnums=(0, 1))((w, b), x[i])
+            for g, e in zip(tree_leaves(got), tree_leaves(expected)):
+                np.testing.assert_allclose(g[i], e, rtol=1e-9, atol=1e-12)
+    assert compiled.recordings == 2
+
+
+def tree_leaves(tree):
+    return tree_flatten(tree)[0]
