@@ -463,7 +463,6 @@ def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
         return _batched_result(ufunc(da, db), level)
     level = None
     rank = 0  # the largest rank of one example among the operands
-    low = 64  # the smallest among the batched ones: below ``rank``, they are padded
     for a in inputs:
         kind = type(a)
         if kind is Batched:
@@ -473,7 +472,6 @@ def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
                 return _SLOW
             n = a.data.ndim - 1
             rank = max(rank, n)
-            low = min(low, n)
         elif kind is np.ndarray:
             rank = max(rank, a.ndim)
         elif kind not in _PLAIN:

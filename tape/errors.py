@@ -123,7 +123,8 @@ def scipy_conversion(scipy_name: str, ours: str) -> str:
 
 def in_place(name: str, instead: str) -> str:
     return (
-        f"x.{name}() changes an array in place, which the tape cannot record; use {instead} instead"
+        f"x.{name}() changes an array in place, which the tape cannot record; "
+        f"use {instead} instead"
     )
 
 

@@ -47,6 +47,7 @@ def positional_call(f: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     return tuple(args), kwargs
 
 
+
 def _positional_parameters(f: Any) -> list:
     """The parameters of ``f`` that a positional argument can fill, in order ([] where
     Python cannot tell: a ufunc, a builtin)."""

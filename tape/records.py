@@ -59,7 +59,6 @@ __all__ = ["Tape", "Leaf", "Branch"]
 
 _levels = itertools.count()  # next() on a count is atomic under the GIL: safe across threads
 
-
 class Tape:
     """A Wengert list of ``Leaf`` and ``Branch`` records, in the order they were made.
 

@@ -287,7 +287,9 @@ def _beyond_rank(xshape: tuple, record: Any) -> bool:
     return len(xshape) > rank(record.value, record.vals)
 
 
-def unbroadcast(xbar: Any, shape: tuple, f: Any = None, argnum: int = 0, record: Any = None) -> Any:
+def unbroadcast(
+    xbar: Any, shape: tuple, f: Any = None, argnum: int = 0, record: Any = None
+) -> Any:
     """Sum ``xbar`` over the axes that broadcasting added or stretched, to get ``shape``.
 
     Anything else is a rule's mistake, reported as such rather than broadcast silently;

@@ -45,6 +45,8 @@ def _si():
     return importlib.import_module("scipy.integrate")
 
 
+
+
 def _checked(fun, name):
     def checked(*a):
         out = fun(*a)

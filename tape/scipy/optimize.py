@@ -53,6 +53,8 @@ def _so():
     return importlib.import_module("scipy.optimize")
 
 
+
+
 def _as_args(args: Any) -> tuple:
     return args if isinstance(args, tuple) else (args,)
 

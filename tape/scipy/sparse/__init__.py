@@ -42,6 +42,7 @@ def _sp():
     return importlib.import_module("scipy.sparse")
 
 
+
 def _make(format: str, arg1: Any, shape: Any, dtype: Any, copy: bool, scipy_type: str):
     if not holds_node(arg1):
         return getattr(_sp(), scipy_type)(arg1, shape=shape, dtype=dtype, copy=copy)
@@ -139,3 +140,4 @@ def __getattr__(name):
     if name == "linalg":
         return importlib.import_module(f"{__name__}.linalg")
     return forward("scipy.sparse")(name)
+
