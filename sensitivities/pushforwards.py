@@ -346,12 +346,35 @@ def _explicit(index, ndim):
     return tuple(out)
 
 
-# The directions go last while indexing: the index then means what it meant for x, and
-# advanced indices put their axes where they put them for x.
+# The directions stay first while indexing, behind one more slice: the index then means
+# what it meant for x, an Ellipsis included (spelt out, one that stands for no axis would
+# no longer part the advanced indices around it). Advanced indices apart put their axes
+# first, ahead of the directions too: those are moved behind them.
 @pushforward(operator.getitem, 0)
 def _(y, xdot, x, index):
-    picked = np.moveaxis(xdot, 0, -1)[_explicit(index, np.ndim(x))]
-    return np.moveaxis(picked, -1, 0)
+    parts = index if isinstance(index, tuple) else (index,)
+    picked = xdot[(slice(None),) + parts]
+    ahead = _advanced_axes_first(parts)
+    return np.moveaxis(picked, ahead, 0) if ahead else picked
+
+
+def _advanced_axes_first(parts):
+    """How many axes the advanced indices among ``parts`` put first, where NumPy puts
+    them first (advanced indices parted by a slice, None or Ellipsis); else 0."""
+    basic = [p is None or p is Ellipsis or isinstance(p, slice) for p in parts]
+    scalar = [isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in parts]
+    if all(b or s for b, s in zip(basic, scalar)):
+        return 0  # no array among them: integers are basic indices
+    at = [k for k, b in enumerate(basic) if not b]
+    if at[-1] - at[0] + 1 == len(at):
+        return 0  # side by side: their axes stay where they are
+    shapes = []
+    for p in parts:
+        if p is None or p is Ellipsis or isinstance(p, slice):
+            continue
+        p = np.asarray(p)
+        shapes.append(np.shape(np.flatnonzero(p)) if p.dtype == bool else p.shape)
+    return len(np.broadcast_shapes(*shapes))
 
 
 pushforward(scatter_add, 0)(lambda y, xdot, x, index, values: None)

@@ -169,7 +169,7 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
                 # call fewer on most contributions
                 pos = arg.pos
                 if adjoints[pos] is None and (
-                    (type(xbar) is _ndarray and xbar.shape == getattr(arg.value, "shape", None))
+                    (type(xbar) in SHAPED and xbar.shape == getattr(arg.value, "shape", None))
                     or (type(xbar) in _SCALARS and type(arg.value) in _SCALARS)
                 ):
                     adjoints[pos] = xbar
@@ -256,12 +256,9 @@ def accumulate(
     arguments added.
     """
     value = arg.value
-    if type(xbar) is _ndarray:
-        shape = value.shape if type(value) is _ndarray else np.shape(value)
-        if xbar.shape != shape:
-            xbar = unbroadcast(xbar, shape, f, argnum, record)
-    elif not (type(xbar) in _SCALARS and type(value) in _SCALARS):
-        check_adjoint(xbar, f, argnum)
+    if not (type(xbar) in _SCALARS and type(value) in _SCALARS):
+        if type(xbar) is not _ndarray:  # a number, a batch, another library's array
+            check_adjoint(xbar, f, argnum)
         shape = value.shape if type(value) in SHAPED else np.shape(value)
         if (xbar.shape if type(xbar) in SHAPED else np.shape(xbar)) != shape:
             xbar = unbroadcast(xbar, shape, f, argnum, record)

@@ -179,3 +179,25 @@ def test_a_forward_tape_is_freed_without_the_collector():
     finally:
         if enabled:
             gc.enable()
+
+
+@pytest.mark.parametrize(
+    "shape, index",
+    [
+        ((3, 4), (None, 0, Ellipsis, [0, 0])),
+        ((3, 4, 5), (0, slice(None), [1, 2])),
+        ((3, 4, 5), ([0], None, [1])),
+        ((3, 4, 5), (Ellipsis, [0, 1])),
+    ],
+    ids=["ellipsis of no axis between", "slice between", "none between", "ellipsis first"],
+)
+def test_advanced_indices_apart_push_forward_like_numpy(shape, index):
+    """Advanced indices parted by a slice, None or an Ellipsis (even one that stands for no
+    axis) put their axes first: the tangents' too."""
+    rng = np.random.default_rng(5)
+    x, v = rng.standard_normal(shape), rng.standard_normal(shape)
+    value, tangent = jvp(lambda a: a[index], (x,), (v,))
+    h = 1e-6
+    np.testing.assert_array_equal(value, x[index])
+    expected = ((x + h * v)[index] - (x - h * v)[index]) / (2 * h)
+    np.testing.assert_allclose(tangent, expected, atol=1e-8)
