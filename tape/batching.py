@@ -1499,9 +1499,10 @@ def _batched_form(f: Any, *argnums: int) -> Callable:
 
 
 def _reduced(x: Any, ybar: Any, axis: Any, rest: dict, allowed: frozenset) -> Any:
-    """The batch's data of ``x`` and the kept shape of a reduction of it over ``axis``
-    (the reduced axes as 1s), where ``x`` and ``ybar`` are ndarray batches of one level
-    and ``rest`` has only ``allowed`` keywords; None otherwise."""
+    """``(data, kept, axes)`` of a reduction of ``x`` over ``axis``: the batch's data,
+    its shape with the reduced axes as 1s, and those axes of the data; where ``x`` and
+    ``ybar`` are ndarray batches of one level and ``rest`` has only ``allowed``
+    keywords. None otherwise."""
     if (
         type(x) is not Batched
         or x.level != ybar.level
@@ -1532,7 +1533,7 @@ def _sum_form(argnum, y, ybar, x, axis=None, *args, **kwargs):
 @_batched_form(np.amin, 0)
 def _extremum_form(argnum, y, ybar, x, axis=None, *args, **kwargs):
     reduced = None if args else _reduced(x, ybar, axis, kwargs, _EXTREMUM_KEYWORDS)
-    if reduced is None or type(y) is not Batched or type(y.data) is not np.ndarray:
+    if reduced is None or type(y) is not Batched or y.level != x.level:
         return NotImplemented
     data, kept, axes = reduced
     hits = np.equal(data, y.data.reshape(kept))  # NaNs never hit
@@ -1699,6 +1700,10 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = Fal
 
     A NumPy function with no batching rule runs once per example (the loop fallback);
     ``report=True`` (or running under ``tape.debug()``) warns where that happens.
+
+    For speed, map a compiled gradient, ``vmap(compile_grad(f, *one_example))``: its
+    program is recorded once on the batch and replayed for every later batch of the same
+    shapes, without the tape's per-operation cost (docs/guide/vmap.md, "Speed").
 
     >>> import numpy as np
     >>> from tape import vmap, grad

@@ -153,6 +153,10 @@ def compile_grad(
     ``.value_and_grad(*args)`` gives the value too. What ``f`` reads from outside its
     arguments is frozen at compile time: pass data as arguments.
 
+    Under ``vmap``, a compiled gradient records its tape once more on the batched
+    arguments and replays it for later batches of the same shapes (per-example
+    gradients: ``vmap(compile_grad(loss, params, x0), in_axes=(None, 0))``).
+
     One tape is kept for each of the last ``cache_size`` argument signatures (shapes,
     dtypes, non-float values) used, the least recently used dropped first;
     ``cache_info()`` counts hits and misses. A compiled gradient may be shared by
