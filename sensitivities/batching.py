@@ -27,9 +27,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["batching", "batching_rule_of"]
+__all__ = [
+    "advanced_axes_first",
+    "batching",
+    "batching_rule_of",
+    "batched_form",
+    "run_batched_form",
+]
 
 _batching: dict[Any, Callable] = {}
+_forms: dict[str, Callable] = {}
 
 
 def batching(f: Any) -> Callable[[Callable], Callable]:
@@ -47,6 +54,53 @@ def batching(f: Any) -> Callable[[Callable], Callable]:
 def batching_rule_of(f: Any) -> Callable | None:
     """The batching rule registered for ``f``, or None."""
     return _batching.get(f)
+
+
+def batched_form(name: str) -> Callable[[Callable], Callable]:
+    """Register the batched form of the rules called ``name`` (``"sum"``, ``"extremum"``,
+    ``"matmul"``): under ``vmap`` a rule meets batched values, and these rules, which
+    per-example gradients run most, hand them to the form the engine registers here,
+    which computes on the batch's data at once. It takes the rule's arguments (the
+    argument number first) and returns the contribution, or ``NotImplemented`` for the
+    rule to run as written."""
+
+    def register(form: Callable) -> Callable:
+        _forms[name] = form
+        return form
+
+    return register
+
+
+def run_batched_form(name: str, *args: Any, **kwargs: Any) -> Any:
+    """What the batched form registered as ``name`` answers, or ``NotImplemented``."""
+    form = _forms.get(name)
+    return NotImplemented if form is None else form(*args, **kwargs)
+
+
+def advanced_axes_first(index: Any) -> int:
+    """How many axes NumPy puts first when it indexes with ``index`` (a tuple, or one
+    part): those of its advanced indices, broadcast together, where a slice, None or an
+    Ellipsis (even one that stands for no axis) parts them; else 0, their axes staying
+    in place. Integers count as advanced beside an array. With a batch axis in front
+    (``x[(slice(None),) + index]``), the batch comes after those axes.
+
+    >>> advanced_axes_first((0, slice(None), [1, 2])), advanced_axes_first((slice(None), [1, 2]))
+    (1, 0)
+    """
+    parts = index if isinstance(index, tuple) else (index,)
+    basic = [p is None or p is Ellipsis or isinstance(p, slice) for p in parts]
+    if all(b or (isinstance(p, (int, np.integer)) and not isinstance(p, bool))
+           for b, p in zip(basic, parts)):  # fmt: skip
+        return 0  # no array among them: integers are basic indices
+    at = [k for k, b in enumerate(basic) if not b]
+    if at[-1] - at[0] + 1 == len(at):
+        return 0  # side by side: their axes stay where they are
+    shapes = []
+    for p, b in zip(parts, basic):
+        if not b:
+            p = np.asarray(p)
+            shapes.append(np.shape(np.flatnonzero(p)) if p.dtype == bool else p.shape)
+    return len(np.broadcast_shapes(*shapes))
 
 
 def _shift(axis: Any, ndim: int) -> Any:

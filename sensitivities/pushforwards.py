@@ -16,6 +16,7 @@ import operator
 
 import numpy as np
 
+from .batching import advanced_axes_first
 from .linalg import tensordot_axes
 from .registry import lookup, pushforward
 from .shape import astype, scatter_add
@@ -326,26 +327,6 @@ def _(y, xdot, x, dtype):
     return astype(xdot, np.result_type(y))
 
 
-def _explicit(index, ndim):
-    """``index`` as a tuple with any Ellipsis spelt out as slices, so that it selects the
-    same elements of an array with one more axis at the end."""
-    parts = index if isinstance(index, tuple) else (index,)
-    if not any(p is Ellipsis for p in parts):
-        return parts
-    used = 0
-    for p in parts:
-        if p is None or p is Ellipsis:
-            continue
-        if isinstance(p, (list, np.ndarray)) and np.asarray(p).dtype == bool:
-            used += np.ndim(p)
-        else:
-            used += 1
-    out = []
-    for p in parts:
-        out += [slice(None)] * (ndim - used) if p is Ellipsis else [p]
-    return tuple(out)
-
-
 # The directions stay first while indexing, behind one more slice: the index then means
 # what it meant for x, an Ellipsis included (spelt out, one that stands for no axis would
 # no longer part the advanced indices around it). Advanced indices apart put their axes
@@ -354,27 +335,8 @@ def _explicit(index, ndim):
 def _(y, xdot, x, index):
     parts = index if isinstance(index, tuple) else (index,)
     picked = xdot[(slice(None),) + parts]
-    ahead = _advanced_axes_first(parts)
+    ahead = advanced_axes_first(parts)
     return np.moveaxis(picked, ahead, 0) if ahead else picked
-
-
-def _advanced_axes_first(parts):
-    """How many axes the advanced indices among ``parts`` put first, where NumPy puts
-    them first (advanced indices parted by a slice, None or Ellipsis); else 0."""
-    basic = [p is None or p is Ellipsis or isinstance(p, slice) for p in parts]
-    scalar = [isinstance(p, (int, np.integer)) and not isinstance(p, bool) for p in parts]
-    if all(b or s for b, s in zip(basic, scalar)):
-        return 0  # no array among them: integers are basic indices
-    at = [k for k, b in enumerate(basic) if not b]
-    if at[-1] - at[0] + 1 == len(at):
-        return 0  # side by side: their axes stay where they are
-    shapes = []
-    for p in parts:
-        if p is None or p is Ellipsis or isinstance(p, slice):
-            continue
-        p = np.asarray(p)
-        shapes.append(np.shape(np.flatnonzero(p)) if p.dtype == bool else p.shape)
-    return len(np.broadcast_shapes(*shapes))
 
 
 pushforward(scatter_add, 0)(lambda y, xdot, x, index, values: None)
@@ -382,9 +344,19 @@ pushforward(scatter_add, 0)(lambda y, xdot, x, index, values: None)
 
 @pushforward(scatter_add, 2)
 def _(y, vdot, x, index, values):
-    vlast = np.moveaxis(vdot, 0, -1)
-    template = np.zeros_like(vlast, shape=np.shape(x) + np.shape(vlast)[-1:])
-    return np.moveaxis(scatter_add(template, _explicit(index, np.ndim(x)), vlast), -1, 0)
+    # as getitem's: the directions first, behind one more slice, and the values' tangents
+    # laid out as that index selects (their axes padded to the selection's, then the
+    # directions moved behind advanced axes that NumPy puts first)
+    parts = index if isinstance(index, tuple) else (index,)
+    k = np.shape(vdot)[0]
+    selected = np.ndim(np.empty(np.shape(x), dtype=bool)[parts])
+    missing = selected - (np.ndim(vdot) - 1)
+    v = np.reshape(vdot, (k,) + (1,) * missing + np.shape(vdot)[1:]) if missing > 0 else vdot
+    ahead = advanced_axes_first(parts)
+    if ahead:
+        v = np.moveaxis(v, 0, ahead)
+    template = np.zeros_like(vdot, shape=(k,) + np.shape(x))
+    return scatter_add(template, (slice(None),) + parts, v)
 
 
 # -- joining ----------------------------------------------------------------------------------

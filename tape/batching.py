@@ -40,7 +40,8 @@ import numpy as np
 
 from sensitivities import batching_rule_of as _plain_batching_rule_of
 from sensitivities import broadcast_to as _strided_broadcast
-from sensitivities import primitive, registry, sensitivity
+from sensitivities import primitive, sensitivity
+from sensitivities.batching import advanced_axes_first, batched_form
 from sensitivities.registry import function_name, value_of
 from sensitivities.registry import pushforward as _engine_pushforward
 
@@ -311,12 +312,11 @@ class Batched:
             )
         level = self.level
         index = index if isinstance(index, tuple) else (index,)
-        advanced = _advanced(index)
         if (
             _is_batched_anywhere(index, level)
             or any(isinstance(i, Node) for i in index)
-            or (len(advanced) > 1 and advanced[-1] - advanced[0] + 1 != len(advanced))
             or (isinstance(value, Batched) and value.level != level)
+            or advanced_axes_first(index)  # NumPy would put the batch behind their axes
         ):
             for b in range(self.batch_size):
                 target = self.data[b]
@@ -1317,22 +1317,11 @@ def _getitem(x: Batched, index: Any) -> Any:
         return Batched(x.data[(slice(None),) + index], level)
     if _is_batched_anywhere(index, level) or any(isinstance(i, Node) for i in index):
         return _loop(_index, (x, index), {}, level)
-    advanced = _advanced(index)
     out = x.data[(slice(None),) + index]
-    if len(advanced) > 1 and advanced[-1] - advanced[0] + 1 != len(advanced):
-        # non-adjacent advanced indices: NumPy puts their axes first, before the batch
-        bdims = np.broadcast(*[np.asarray(index[k]) for k in advanced]).ndim
-        out = np.moveaxis(out, bdims, 0)
+    ahead = advanced_axes_first(index)
+    if ahead:  # advanced indices apart: NumPy puts their axes first, before the batch
+        out = np.moveaxis(out, ahead, 0)
     return Batched(out, level)
-
-
-def _advanced(index: tuple) -> list:
-    """The positions of the advanced (array) indices in ``index``."""
-    return [
-        k
-        for k, i in enumerate(index)
-        if not (i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer)))
-    ]
 
 
 def _index(x: Any, index: Any) -> Any:
@@ -1470,45 +1459,26 @@ SHAPED.add(Batched)  # its .shape is one example's, as np.shape(x) answers
 # -- batched forms of the commonest rules ------------------------------------------------
 # Under vmap(grad(f)) a rule runs on batched values, and each NumPy call inside it is
 # answered through Batched's protocols, a few microseconds each. The rules that per-example
-# gradients of small models run most (sums, extrema, vector-matrix products) get a batched
-# form that computes on the batch's data at once; where a call is not its case (keywords,
-# values of several vmaps, stacks of matrices), it answers NotImplemented and the rule
-# itself runs, on the batched values.
+# gradients of small models run most (sums, extrema, vector-matrix products) hand a batch
+# of adjoints to these forms (sensitivities.batching.batched_form), which compute on the
+# batch's data at once; where a call is not their case (keywords, values of several vmaps,
+# stacks of matrices), they answer NotImplemented and the rule runs as written.
 
 
-def _batched_form(f: Any, *argnums: int) -> Callable:
-    """Give the registered rules of ``f`` for ``argnums`` the batched form decorated."""
-
-    def install(form: Callable) -> Callable:
-        rules = registry.lookup(f)
-        for argnum in argnums:
-            plain = rules.plain[argnum]
-
-            @functools.wraps(plain)
-            def rule(y, ybar, *args, _plain=plain, _argnum=argnum, **kwargs):
-                if type(ybar) is Batched:
-                    out = form(_argnum, y, ybar, *args, **kwargs)
-                    if out is not NotImplemented:
-                        return out
-                return _plain(y, ybar, *args, **kwargs)
-
-            sensitivity(f, argnum, override=True)(rule)
-        return form
-
-    return install
-
-
-def _reduced(x: Any, ybar: Any, axis: Any, rest: dict, allowed: frozenset) -> Any:
+def _reduced(x: Any, ybar: Any, axis: Any, out: Any, initial: Any, where: Any) -> Any:
     """``(data, kept, axes)`` of a reduction of ``x`` over ``axis``: the batch's data,
     its shape with the reduced axes as 1s, and those axes of the data; where ``x`` and
-    ``ybar`` are ndarray batches of one level and ``rest`` has only ``allowed``
-    keywords. None otherwise."""
+    ``ybar`` are ndarray batches of one level, reduced without ``out``, ``initial`` or
+    ``where``. None otherwise."""
     if (
         type(x) is not Batched
+        or type(ybar) is not Batched
         or x.level != ybar.level
         or type(x.data) is not np.ndarray
         or type(ybar.data) is not np.ndarray
-        or not rest.keys() <= allowed
+        or out is not None
+        or initial is not np._NoValue
+        or where is not np._NoValue
         or not (type(axis) is int or type(axis) is tuple or axis is None)
     ):
         return None
@@ -1518,21 +1488,18 @@ def _reduced(x: Any, ybar: Any, axis: Any, rest: dict, allowed: frozenset) -> An
     return data, tuple(1 if k in axes else n for k, n in enumerate(data.shape)), axes
 
 
-@_batched_form(np.sum, 0)
-def _sum_form(argnum, y, ybar, x, axis=None, *args, **kwargs):
-    reduced = None if args else _reduced(x, ybar, axis, kwargs, _SUM_KEYWORDS)
+@batched_form("sum")
+def _sum_form(y, ybar, x, axis, out, keepdims, initial, where):
+    reduced = _reduced(x, ybar, axis, out, initial, where)
     if reduced is None:
         return NotImplemented
     data, kept, _ = reduced  # ybar put back in the reduced axes, repeated along them
     return Batched(_strided_broadcast(ybar.data.reshape(kept), data.shape), x.level)
 
 
-@_batched_form(np.max, 0)
-@_batched_form(np.amax, 0)
-@_batched_form(np.min, 0)
-@_batched_form(np.amin, 0)
-def _extremum_form(argnum, y, ybar, x, axis=None, *args, **kwargs):
-    reduced = None if args else _reduced(x, ybar, axis, kwargs, _EXTREMUM_KEYWORDS)
+@batched_form("extremum")
+def _extremum_form(y, ybar, x, axis, out, keepdims, initial, where):
+    reduced = _reduced(x, ybar, axis, out, initial, where)
     if reduced is None or type(y) is not Batched or y.level != x.level:
         return NotImplemented
     data, kept, axes = reduced
@@ -1546,11 +1513,11 @@ def _extremum_form(argnum, y, ybar, x, axis=None, *args, **kwargs):
     return Batched(hits * (g / np.maximum(count, 1)), x.level)
 
 
-@_batched_form(np.matmul, 0, 1)
-def _matmul_form(argnum, y, ybar, a, b, **kwargs):
+@batched_form("matmul")
+def _matmul_form(argnum, ybar, a, b):
     """A vector per example times one matrix, or one matrix times a vector per example:
     a product of the batch's rows, and an outer product per example."""
-    if kwargs or type(ybar.data) is not np.ndarray:
+    if type(ybar) is not Batched or type(ybar.data) is not np.ndarray:
         return NotImplemented
     level = ybar.level
     if type(b) is np.ndarray and b.ndim == 2 and _vectors(a, level):  # x @ W
@@ -1573,10 +1540,6 @@ def _outer(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     left, right = u[:, :, None], v[:, None, :]
     product = _outer_product(left, right)
     return left * right if product is None else product
-
-
-_SUM_KEYWORDS = frozenset(("dtype", "keepdims"))
-_EXTREMUM_KEYWORDS = frozenset(("keepdims",))
 
 
 # -- closures over nodes of outer tapes ------------------------------------------------------

@@ -536,3 +536,36 @@ def test_per_example_gradients_of_vector_matrix_products(order):
         for argnum, g in enumerate(got):
             expected = numeric_grad(loss, (wb, data[b]), argnum)
             np.testing.assert_allclose(g[b], expected, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        (0, Ellipsis, np.array([0])),
+        (0, slice(None), [1, 2]),
+        ([0, 1], slice(None), [1, 2]),
+        (0, None, [1, 2]),
+        (1, 2, Ellipsis, [0, 3]),
+        (np.array([True, False, True]), 0),
+    ],
+    ids=["ellipsis of no axis", "int slice array", "arrays apart", "int none array",
+         "ints ellipsis array", "mask int"],  # fmt: skip
+)
+def test_advanced_indices_apart_index_each_example_as_numpy_does(index):
+    """An integer beside an array is an advanced index too, and a slice, None or an
+    Ellipsis (even one that stands for no axis) parts advanced indices: NumPy then puts
+    their axes first. Each example is indexed so, read, written and differentiated."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 3, 5, 6))
+
+    def put(e):
+        return at(np.zeros_like(e))[index].set(e[index] * 2)
+
+    def loss(e):
+        return np.sum(np.sin(e[index]) ** 2)
+
+    np.testing.assert_array_equal(vmap(lambda e: e[index])(x), np.stack([e[index] for e in x]))
+    np.testing.assert_array_equal(vmap(put)(x), np.stack([put(e) for e in x]))
+    got = vmap(grad(loss))(x)[0]
+    for b in range(len(x)):
+        np.testing.assert_allclose(got[b], numeric_grad(loss, (x[b],), 0), rtol=1e-6, atol=1e-9)
