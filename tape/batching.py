@@ -424,36 +424,26 @@ def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
         return _batched_result(ufunc(a.data), a.level)
     if len(inputs) == 2:  # x * y, x + w
         a, b = inputs
-        if type(a) is Batched:
-            level, da = a.level, a.data
-            if type(b) is Batched:
-                if b.level != level:
-                    return _SLOW
-                db = b.data
-                if da.ndim != db.ndim:  # the lower rank padded after the batch
-                    da, db = (
-                        (_padded(a, db.ndim - 1), db)
-                        if da.ndim < db.ndim
-                        else (da, _padded(b, da.ndim - 1))
-                    )
-            elif type(b) is np.ndarray:
-                db = b
-                if b.ndim >= da.ndim:
-                    da = _padded(a, b.ndim)
-            elif type(b) in _PLAIN:
-                db = b
-            else:
+        if type(a) is Batched and type(b) is Batched:
+            if b.level != a.level:
                 return _SLOW
+            level, da, db = a.level, a.data, b.data
+            if da.ndim != db.ndim:  # the lower rank padded after the batch
+                da, db = (
+                    (_padded(a, db.ndim - 1), db)
+                    if da.ndim < db.ndim
+                    else (da, _padded(b, da.ndim - 1))
+                )
+        elif type(a) is Batched:
+            pair = _beside_plain(a, b)
+            if pair is None:
+                return _SLOW
+            level, (da, db) = a.level, pair
         elif type(b) is Batched:
-            level, db = b.level, b.data
-            if type(a) is np.ndarray:
-                da = a
-                if a.ndim >= db.ndim:
-                    db = _padded(b, a.ndim)
-            elif type(a) in _PLAIN:
-                da = a
-            else:
+            pair = _beside_plain(b, a)
+            if pair is None:
                 return _SLOW
+            level, (db, da) = b.level, pair
         else:
             return _SLOW
         if ufunc is np.multiply and type(da) is np.ndarray and type(db) is np.ndarray:
@@ -480,6 +470,16 @@ def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
         return _SLOW
     args = [(_padded(a, rank) if type(a) is Batched else a) for a in inputs]
     return _batched_result(ufunc(*args), level)
+
+
+def _beside_plain(batch: Batched, other: Any) -> tuple | None:
+    """A batch's data and a plain operand (an ndarray or a number), the data padded
+    after its batch axis up to the operand's rank; None for an operand of another kind."""
+    if type(other) is np.ndarray:
+        return (_padded(batch, other.ndim) if other.ndim >= batch.data.ndim else batch.data), other
+    if type(other) in _PLAIN:
+        return batch.data, other
+    return None
 
 
 def _batched_result(result: Any, level: int) -> Any:
