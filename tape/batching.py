@@ -215,9 +215,9 @@ class Batched:
             if result is not _SLOW:
                 return result
         elif ufunc is np.matmul and method == "__call__" and not kwargs and len(inputs) == 2:
-            result = _matmul_call(*inputs)  # x @ W: the next most common
-            if result is not None:
-                return result
+            level = _pair_level(*inputs)  # x @ W: the next most common
+            if level is not None:
+                return _matmul(ufunc, inputs, kwargs, level)
         elif method == "reduce" and len(inputs) == 1 and kwargs.keys() <= _REDUCE_KEYWORDS:
             result = _reduce_call(ufunc.reduce, self, kwargs)  # np.add.reduce(g, axis)
             if result is not None:
@@ -488,24 +488,15 @@ def _batched_result(result: Any, level: int) -> Any:
     return Batched(result, level)
 
 
-def _matmul_call(a: Any, b: Any) -> Any:
-    """``a @ b`` for a batch and an ndarray, or two batches of one ``vmap``, where it is
-    one product (``_one_product``); None for the general path."""
+def _pair_level(a: Any, b: Any) -> int | None:
+    """The level of a batch and an ndarray, or of two batches of one ``vmap``: a call the
+    batching rule takes at once, without scanning for nodes; None for the general path."""
     ta, tb = type(a), type(b)
-    if ta is Batched:
-        if tb is not np.ndarray and not (tb is Batched and b.level == a.level):
-            return None
-        level = a.level
-    elif tb is Batched and ta is np.ndarray:
-        level = b.level
-    else:
-        return None
-    na = a.data.ndim - 1 if ta is Batched else a.ndim
-    nb = b.data.ndim - 1 if tb is Batched else b.ndim
-    if na == 0 or nb == 0:
-        return None  # NumPy's error, from the general path
-    product = _one_product(a, b, na, nb, level)
-    return None if product is None else Batched(product, level)
+    if ta is Batched and (tb is np.ndarray or (tb is Batched and b.level == a.level)):
+        return a.level
+    if tb is Batched and ta is np.ndarray:
+        return b.level
+    return None
 
 
 _REDUCE_KEYWORDS = frozenset(("axis", "keepdims", "dtype"))

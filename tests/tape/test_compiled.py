@@ -493,6 +493,11 @@ def test_under_vmap_a_compiled_gradient_equals_a_loop_of_grad(steps, matrix, see
             expected = grad(f, argnums=(0, 1))((w, b), x[i])
             for g, e in zip(tree_leaves(got), tree_leaves(expected)):
                 np.testing.assert_allclose(g[i], e, rtol=1e-9, atol=1e-12)
+    # and the replayed batch against central differences, on its first example
+    np.testing.assert_allclose(
+        got[0][0][0], numeric_grad(lambda w: f((w, b), x[0]), (w,), 0), rtol=1e-5, atol=1e-7
+    )
+    np.testing.assert_allclose(got[1][0], numeric_grad(f, ((w, b), x[0]), 1), rtol=1e-5, atol=1e-7)
     assert compiled.recordings == 2
 
 
