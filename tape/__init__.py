@@ -22,6 +22,7 @@ from .compiled import CompiledGrad, TapeMismatchError, compile_grad
 from .debugging import debug, detect_anomaly, recorded_at
 from .errors import AnomalyError, MissingRuleError, MutationError, NodeConversionError
 from .functional import grad, value_and_grad
+from .gradients import Gradients
 from .node import Node
 from .pushforward import pushforward
 from .records import Branch, Leaf, Tape
@@ -41,6 +42,7 @@ __all__ = [
     "propagate",
     "grad",
     "value_and_grad",
+    "Gradients",
     "sensitivity",
     "preprocess",
     "primitive",

@@ -54,6 +54,7 @@ from .functional import (
     record_inputs,
     value_and_grad,
 )
+from .gradients import Gradients
 from .node import Node
 from .recording import current, innermost_tape
 from .records import Branch, Leaf, Tape
@@ -502,7 +503,7 @@ class _Program:
         value = self.constant_value if self.out_pos is None else v[self.out_pos]
         inputs = {i: ([leaves[k] for k in at], tdef, s) for i, (at, tdef, s) in self.grads.items()}
         grads = input_gradients(inputs, self.nums, g)
-        return value, (grads[0] if self.single else tuple(grads))
+        return value, (grads[0] if self.single else Gradients(grads))
 
 
 def _number_leaves(tape, call_args, recorded, flat, data_as_leaves):

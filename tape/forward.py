@@ -37,6 +37,7 @@ from .errors import MissingRuleError
 from .node import Node
 from .recording import current
 from .records import Branch, Leaf, Tape
+from .warning_sites import located_warnings
 
 __all__ = ["ForwardTape"]
 
@@ -227,7 +228,7 @@ def push_forward(f, args, kwargs, tangents, k):
             if t is not None:
                 nodes[i] = Leaf(tape, x)
                 tape.seed(nodes[i], t)
-        with fewer_collections():  # records are freed by clearing the tape
+        with fewer_collections(), located_warnings():  # records are freed by clearing the tape
             return f(*nodes, **kwargs), tape
     except BaseException:
         tape.records.clear()  # a failed call leaves no cycles behind

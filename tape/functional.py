@@ -13,10 +13,12 @@ from sensitivities.registry import value_of
 
 from .collector import fewer_collections
 from .duck_arrays import is_duck_array
+from .gradients import Gradients
 from .node import Node
 from .records import Leaf, Tape
 from .reverse import reverse_pass, reverse_tape
 from .trees import tree_flatten, tree_unflatten
+from .warning_sites import located_warnings
 
 __all__ = [
     "grad",
@@ -324,13 +326,13 @@ def _forward_and_reverse(
     args, inputs = record_inputs(f, tape, args, nums)
     # The collector keeps its slower pace until the records are freed by clearing the tape:
     # back at its usual pace with the records still alive, it would scan them all at once.
-    with fewer_collections():
+    with fewer_collections(), located_warnings():
         try:
             out = f(*args, **kwargs)
             value, grads, aux = _reverse(out, tape, inputs, nums, fname, who, has_aux)
         finally:
             tape.records.clear()  # break node <-> tape cycles so memory goes back at once
-    return value, (grads[0] if single else tuple(grads)), aux
+    return value, (grads[0] if single else Gradients(grads)), aux
 
 
 def _reverse(out, tape, inputs, nums, fname, who, has_aux):

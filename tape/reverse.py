@@ -24,6 +24,7 @@ from .node import Node
 from .observing import observing
 from .recording import current
 from .records import Branch, Tape
+from .warning_sites import located_warnings
 
 __all__ = ["ReverseTape", "reverse_tape", "propagate", "reverse_pass", "accumulate",
            "update_in_place", "in_place_rule", "unbroadcast", "unbroadcast_axes"]  # fmt: skip
@@ -115,7 +116,7 @@ def propagate(tape: Tape, rtape: ReverseTape, *, free: bool = False) -> ReverseT
     array([ 3., 12.])
     """
     check_reverse_tape(tape, rtape)
-    with fewer_collections():
+    with fewer_collections(), located_warnings():
         return reverse_pass(tape, rtape, free)
 
 

@@ -25,6 +25,7 @@ from .recording import current
 from .records import Leaf, Tape
 from .reverse import ReverseTape, propagate
 from .trees import tree_flatten, tree_leaves_like, tree_map, tree_unflatten
+from .warning_sites import located_warnings
 
 __all__ = ["jvp", "vjp", "jacobian", "hessian", "hvp", "checkpoint", "stop_gradient"]
 
@@ -218,7 +219,7 @@ def _vjp(f, nums, args, kwargs):
     tape = Tape()
     args, inputs = record_inputs(f, tape, args, nums)
     try:
-        with fewer_collections():  # records are freed with the pullback
+        with fewer_collections(), located_warnings():  # records are freed with the pullback
             out = f(*args, **kwargs)
     except BaseException:
         tape.records.clear()

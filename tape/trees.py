@@ -29,6 +29,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .gradients import Gradients
+
 __all__ = [
     "TreeDef",
     "tree_flatten",
@@ -83,6 +85,9 @@ def tree_flatten(tree: Any) -> tuple[list, Any]:
     elif type(tree) in (tuple, list):
         children = list(tree)
         kind = (type(tree).__name__, type(tree))
+    elif type(tree) is Gradients:  # grad's tuple, under another transform: a tuple
+        children = list(tree)
+        kind = ("tuple", tuple)
     elif isinstance(tree, dict):
         children = list(tree.values())
         kind = ("dict", (type(tree), list(tree.keys())))

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sensitivities import registry
-from tape import TapeMismatchError, compile_grad, grad, tree_flatten, value_and_grad
+from tape import Gradients, TapeMismatchError, compile_grad, grad, tree_flatten, value_and_grad
 from tape.compiled import _SCALAR
 from tests.fd import numeric_grad
 
@@ -46,6 +46,8 @@ def assert_same(a, b, rtol=1e-12):
         assert type(b) is dict and list(a) == list(b)
         return assert_same(list(a.values()), list(b.values()), rtol)
     if isinstance(a, (tuple, list)):
+        # grad's tuple of gradients is compared as the tuple it is
+        a, b = (tuple(v) if type(v) is Gradients else v for v in (a, b))
         assert type(a) is type(b) and len(a) == len(b)
         for u, v in zip(a, b):
             assert_same(u, v, rtol)
