@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 
@@ -39,14 +40,42 @@ def _is_node(value) -> bool:
     return hasattr(value, "tape") and hasattr(value, "pos")
 
 
-def adjoints_text(adjoints: list) -> str:
+# A tape longer than SUMMARY_THRESHOLD records shows its first and last EDGE_ITEMS, as
+# NumPy summarises a large array; ``.text(full=True)`` lists every record.
+SUMMARY_THRESHOLD = 40
+EDGE_ITEMS = 10
+
+
+def listing(what: str, entries: list, line: Any, full: bool, name: str) -> str:
+    """``what`` with its count, then ``line(pos, entry)`` for each entry, or for the
+    first and last ``EDGE_ITEMS`` of a long list, with ``...`` between."""
+    count = len(entries)
+    if full or count <= SUMMARY_THRESHOLD:
+        head = f"{what} with {count} elements" + (":" if entries else "")
+        return "\n".join([head] + [line(pos, e) for pos, e in enumerate(entries)])
+    tail = range(count - EDGE_ITEMS, count)
+    return "\n".join(
+        [f"{what} with {count} elements (the first and last {EDGE_ITEMS}; "
+         f"{name}.text(full=True) lists them all):"]
+        + [line(pos, entries[pos]) for pos in range(EDGE_ITEMS)]
+        + ["  ..."]
+        + [line(pos, entries[pos]) for pos in tail]
+    )  # fmt: skip
+
+
+def adjoints_text(adjoints: list, full: bool = False) -> str:
     """A reverse tape's slots, one a line, as its ``repr`` shows them."""
-    lines = [f"Reverse tape with {len(adjoints)} elements:"]
-    for pos, adjoint in enumerate(adjoints):
-        if adjoint is None:
-            lines.append(f"  [{pos}]: unset")
-        elif isinstance(adjoint, np.ndarray) and adjoint.ndim:
-            lines.append(f"  [{pos}]: {dtype_name(adjoint)} {preview(adjoint)}")
-        else:
-            lines.append(f"  [{pos}]: {preview(adjoint)}")
-    return "\n".join(lines)
+    return listing("Reverse tape", adjoints, _adjoint_line, full, "rtape")
+
+
+def _adjoint_line(pos: int, adjoint: Any) -> str:
+    if adjoint is None:
+        return f"  [{pos}]: unset"
+    if isinstance(adjoint, np.ndarray) and adjoint.ndim:
+        return f"  [{pos}]: {dtype_name(adjoint)} {preview(adjoint)}"
+    return f"  [{pos}]: {preview(adjoint)}"
+
+
+def tape_text(records: list, full: bool = False) -> str:
+    """A tape's records, one a line, as its ``repr`` shows them."""
+    return listing("Tape", records, lambda pos, node: f"  [{pos}]: {node!r}", full, "tape")

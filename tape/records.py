@@ -50,7 +50,7 @@ import numpy as np
 from sensitivities.registry import function_name
 
 from . import observing
-from .display import dtype_name, preview
+from .display import dtype_name, preview, tape_text
 from .errors import check_leaf_value
 from .mutation import fingerprint
 from .node import Node
@@ -113,9 +113,22 @@ class Tape:
         return iter(self.records)
 
     def __repr__(self) -> str:
-        lines = [f"Tape with {len(self.records)} elements" + (":" if self.records else "")]
-        lines += [f"  [{node.pos}]: {node!r}" for node in self.records]
-        return "\n".join(lines)
+        return tape_text(self.records)
+
+    def text(self, full: bool = False) -> str:
+        """The tape, a record a line, as ``repr`` shows it: a tape of more than 40 records
+        shows its first and last 10 (as NumPy summarises a large array), unless ``full``.
+
+        >>> import numpy as np
+        >>> from tape import Tape, Leaf
+        >>> t = Tape()
+        >>> x = Leaf(t, 0.0)
+        >>> for _ in range(50):
+        ...     x = np.sin(x)
+        >>> len(repr(t).splitlines()), len(t.text(full=True).splitlines())
+        (22, 52)
+        """
+        return tape_text(self.records, full)
 
     def to_dot(self, rtape: Any = None, *, constants: bool = True) -> str:
         """Graphviz DOT source of this tape, with a reverse tape's adjoints beside it

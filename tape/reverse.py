@@ -74,6 +74,11 @@ class ReverseTape:
     def __repr__(self) -> str:
         return adjoints_text(self.adjoints)
 
+    def text(self, full: bool = False) -> str:
+        """The slots, one a line, as ``repr`` shows them: the first and last 10 of more
+        than 40, unless ``full``."""
+        return adjoints_text(self.adjoints, full)
+
 
 def reverse_tape(y: Node, ybar: Any = 1.0) -> ReverseTape:
     """The reverse tape for output ``y``: as long as ``y``'s tape, unset but for ``ybar``

@@ -68,3 +68,28 @@ def test_a_branch_made_by_hand_is_one_recording_makes():
     assert (by_hand.pos, recorded.pos) == (1, 2)
     rt = propagate(t, reverse_tape(by_hand + recorded))
     assert rt[x] == 2 * np.cos(0.5)
+
+
+def test_a_long_tape_reads_as_numpy_summarises_a_large_array():
+    t = Tape()
+    x = Leaf(t, 0.5)
+    for _ in range(3999):
+        x = np.sin(x)
+    lines = repr(t).splitlines()
+    assert lines[0] == (
+        "Tape with 4000 elements (the first and last 10; tape.text(full=True) lists them all):"
+    )
+    assert len(lines) == 22 and lines[11] == "  ..."
+    assert lines[1].startswith("  [0]: Leaf{float64} 0.5") and lines[10].startswith("  [9]: ")
+    assert lines[12].startswith("  [3990]: ") and lines[-1] == f"  [3999]: {t[3999]!r}"
+    full = t.text(full=True).splitlines()
+    assert len(full) == 4001 and full[0] == "Tape with 4000 elements:"
+    assert full[1:] == [f"  [{i}]: {node!r}" for i, node in enumerate(t)]
+    rt = propagate(t, reverse_tape(x))
+    assert len(repr(rt).splitlines()) == 22 and len(rt.text(full=True).splitlines()) == 4001
+    # up to 40 records, every one
+    short = Tape()
+    y = Leaf(short, 0.5)
+    for _ in range(39):
+        y = np.sin(y)
+    assert len(repr(short).splitlines()) == 41 and repr(short) == short.text(full=True)
