@@ -6,6 +6,7 @@ here so that the engine's code reads as code.
 
 from __future__ import annotations
 
+import dis
 import linecache
 from typing import Any
 
@@ -98,14 +99,28 @@ TO_ARRAY = (
 )
 
 TO_NUMBER = (
-    "a Node cannot be turned into a Python number (float(), int(), math.*, or "
-    "storing it into an ndarray with a[i] = node): its gradient would be silently "
-    "lost. Use NumPy functions instead of math (np.sin, np.exp); instead of "
-    "preallocating an ndarray (a = np.zeros(n); a[i] = node) make the buffer a node, "
-    "a = np.zeros_like(x) with x a node, and write a[i] = node into it; or build the "
-    "array with np.stack or np.concatenate, or write a = tape.at(a)[i].set(node); or "
+    "a Node cannot be turned into a Python number (float(), int(), math.*): its gradient "
+    "would be silently lost. Use NumPy functions instead of math (np.sin, np.exp), or "
     "take node.value for a constant"
 )
+
+BUFFER = (
+    "a[i] = node stores a node into an ndarray, which would keep its value and lose its "
+    "gradient. Make the buffer a node, from a node x:\n"
+    "    a = np.zeros_like(x)                # x's shape\n"
+    "    a = np.zeros_like(x, shape=(n, 2))  # any shape; then a[i] = node records\n"
+    "or build the array with np.stack or np.concatenate, or write a = tape.at(a)[i].set(node)"
+)
+
+_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+
+
+def stores_into_array(frame: Any) -> bool:
+    """Whether ``frame`` is running ``a[i] = value``: a conversion asked for there is
+    NumPy's, storing a node into an ndarray (read on the error path only)."""
+    code, at = frame.f_code.co_code, frame.f_lasti
+    return 0 <= at < len(code) and code[at] == _STORE_SUBSCR
+
 
 STALE = (
     "this node belongs to a tape whose gradient was already taken and cleared: a node "

@@ -19,12 +19,14 @@ from sensitivities.counterparts import scipy_caller, sparse_operator
 from sensitivities.registry import foreign_handler
 
 from .errors import (
+    BUFFER,
     TO_ARRAY,
     TO_NUMBER,
     NodeConversionError,
     in_place,
     out_keyword,
     scipy_conversion,
+    stores_into_array,
 )
 from .inplace import augmented, set_item
 from .recording import Record, apply, plain, record_primitive
@@ -119,17 +121,18 @@ class Node(Record):
         return self
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        if sparse_operator(sys._getframe(1)):
+        caller = sys._getframe(1)
+        if sparse_operator(caller):
             held = np.empty((), dtype=object)  # SciPy then returns NotImplemented, and
             held[()] = self  # Python calls this node's reflected operator
             return held
-        counterpart = scipy_caller(sys._getframe(1))
+        counterpart = scipy_caller(caller)
         if counterpart:
             raise NodeConversionError(scipy_conversion(*counterpart))
-        raise NodeConversionError(TO_ARRAY)
+        raise NodeConversionError(BUFFER if stores_into_array(caller) else TO_ARRAY)
 
     def __float__(self) -> float:
-        raise NodeConversionError(TO_NUMBER)
+        raise NodeConversionError(BUFFER if stores_into_array(sys._getframe(1)) else TO_NUMBER)
 
     __int__ = __complex__ = __index__ = __float__
 

@@ -603,3 +603,43 @@ def test_numpy_scalar_and_tolist_of_a_node():
     with pytest.raises(NodeConversionError, match=r"node\.tolist\(\)"):
         grad(lambda x: np.sum(np.array(x.tolist())))(np.ones(2))
     _still_works()
+
+
+def test_the_preallocated_buffer_error_leads_with_the_fix():
+    def scalar(x):
+        a = np.zeros(3)
+        a[0] = x[0]
+        return np.sum(a)
+
+    def rows(x):
+        a = np.zeros((3, 2))
+        a[1] = x[:2]
+        return np.sum(a)
+
+    def augmented(x):
+        a = np.zeros(3)
+        a[2] += x[0]
+        return np.sum(a)
+
+    for f in (scalar, rows, augmented):
+        with pytest.raises((ValueError, TypeError)) as info:
+            grad(f)(np.ones(3))
+        error = info.value if isinstance(info.value, NodeConversionError) else info.value.__cause__
+        assert isinstance(error, NodeConversionError)
+        message = str(error)
+        assert message.startswith("a[i] = node stores a node into an ndarray")
+        assert "a = np.zeros_like(x)  " in message
+        assert "a = np.zeros_like(x, shape=(n, 2))" in message
+        assert "a = tape.at(a)[i].set(node)" in message
+        assert len(message) < 400 and len(message.splitlines()) == 4
+    with pytest.raises(NodeConversionError, match="Python number") as info:
+        grad(lambda x: float(x))(1.0)
+    assert "a[i] = node" not in str(info.value)
+
+    def fixed(x):  # the fix the message shows, in 2-D, records
+        a = np.zeros_like(x, shape=(3, 2))
+        a[1] = x[:2]
+        a[2, 0] = x[2]
+        return np.sum(a**2)
+
+    np.testing.assert_allclose(grad(fixed)(np.array([1.0, 2.0, 3.0]))[0], [2.0, 4.0, 6.0])
