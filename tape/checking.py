@@ -7,12 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from sensitivities.registry import value_of
+from sensitivities.registry import function_name, value_of
 
+from .errors import MissingRuleError, describe
 from .functional import grad, input_gradients, record_inputs
 from .node import Node
 from .recording import current
-from .records import Tape
+from .records import Branch, Tape
 from .reverse import ReverseTape, propagate
 from .transforms import jvp
 from .trees import tree_flatten, tree_map, tree_unflatten
@@ -136,6 +137,70 @@ def _check_prefilled(f, args, nums, u, expected, rng):
                 )
 
 
+def _missing_argnums(f: Callable, args: tuple, nums: tuple, error: Exception) -> str:
+    """What to pass as ``argnums`` when a default one (every floating-point argument)
+    reached an argument with no rule: a primitive's float hyperparameter, say."""
+    with_rules = []
+    for i in nums:
+        try:
+            grad(f, argnums=i)(*args)
+            with_rules.append(i)
+        except MissingRuleError:
+            pass
+        except Exception:
+            with_rules.append(i)  # another failure: not this question's to answer
+    suggestion = (
+        f"argnums={with_rules[0]}" if len(with_rules) == 1 else f"argnums={tuple(with_rules)}"
+    )
+    return (
+        f"check_grad differentiates every floating-point argument unless told otherwise (here "
+        f"arguments {', '.join(map(str, nums))}), and one of them reaches a function with no "
+        f"sensitivity for it; pass the arguments to check"
+        + (f", here {suggestion}" if with_rules else ", e.g. argnums=0")
+        + f", or register the missing rule. The error was: {error}"
+    )
+
+
+def _blame(f, args, nums, mode, eps, rtol, atol, rng) -> str:
+    """Which rule is at fault, found by checking each record of ``f``'s tape on its own
+    (one call of its function, along a random direction): the first one whose derivative
+    differs from central differences, as text for the error, or ''."""
+    tape = Tape()
+    try:
+        recorded, _ = record_inputs(f, tape, args, nums)
+        f(*recorded)
+        for record in list(tape.records):
+            if not isinstance(record, Branch):
+                continue
+            for i in record.node_args:
+                if not isinstance(record.args[i], Node):
+                    continue  # a list of nodes: checked through the whole function only
+                culprit = _check_one(record, i, mode, eps, rtol, atol, rng)
+                if culprit:
+                    return culprit
+    except Exception:  # the diagnosis must not hide the mismatch it explains
+        return ""
+    finally:
+        tape.records.clear()
+    return ""
+
+
+def _check_one(record, i, mode, eps, rtol, atol, rng) -> str:
+    fn, vals, kwargs = record.f, list(record.vals), dict(record.kwargs)
+    call = lambda *a: fn(*a, **kwargs)  # noqa: E731
+    v = {i: [_random_like(rng, vals[i])]}
+    u = [_random_like(rng, record.value)]
+    fd = _five_point(lambda t: float(value_of(_pair(call(*_moved(vals, (i,), v, t)), u))), eps)
+    ad = float(value_of(_directional(call, vals, (i,), v, u, mode)))
+    if abs(ad - fd) <= atol + rtol * abs(fd):
+        return ""
+    kind = "sensitivity" if mode == "rev" else "forward rule (pushforward)"
+    return (
+        f"; the {kind} of {function_name(fn)} for argument {i} is at fault: on its own, at "
+        f"record {describe(record)}, it gives {ad!r} where central differences give {fd!r}"
+    )
+
+
 def check_grad(
     f: Callable,
     *args: Any,
@@ -182,11 +247,17 @@ def check_grad(
 
     fd = _five_point(lambda t: float(value_of(_pair(f(*_moved(args, nums, v, t)), u))), eps)
     for mode in modes:
-        ad = float(value_of(_directional(f, args, nums, v, u, mode)))
+        try:
+            ad = float(value_of(_directional(f, args, nums, v, u, mode)))
+        except MissingRuleError as error:
+            if argnums is not None:
+                raise
+            raise MissingRuleError(_missing_argnums(f, args, nums, error)) from error
         if not abs(ad - fd) <= atol + rtol * abs(fd):
+            culprit = _blame(f, args, nums, mode, eps, rtol, atol, rng) if order == 1 else ""
             raise AssertionError(
                 f"check_grad: the {mode} directional derivative {ad!r} differs from "
-                f"5-point central differences {fd!r} (order {order} of the check)"
+                f"5-point central differences {fd!r} (order {order} of the check){culprit}"
             )
     if "rev" in modes:
         expected = grad(lambda *a: _pair(f(*a), u), argnums=nums)(*args)

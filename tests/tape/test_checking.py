@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from sensitivities.registry import primitive, pushforward, sensitivity
-from tape import check_grad, stop_gradient
+from tape import MissingRuleError, check_grad, stop_gradient
 
 
 @primitive
@@ -83,3 +83,54 @@ def test_check_grad_takes_containers_with_none_leaves():
     check_grad(lambda p: np.sum(np.sin(p["w"]) * p["scale"][0]), params, order=2)
     with pytest.raises(AssertionError, match="directional derivative"):
         check_grad(lambda p: np.sum(_cube_wrong_backwards(p["w"])), params)
+
+
+@primitive
+def _softplus(x, beta):
+    return np.logaddexp(0.0, beta * x) / beta
+
+
+@sensitivity(_softplus, 0)
+def _(y, ybar, x, beta):
+    return ybar / (1 + np.exp(-beta * x))
+
+
+def test_a_float_hyperparameter_without_a_rule_points_to_argnums():
+    loss = lambda x, beta: np.sum(_softplus(x, beta) ** 2)  # noqa: E731
+    x = np.array([0.3, -0.2])
+    with pytest.raises(MissingRuleError) as info:
+        check_grad(loss, x, 2.0)
+    message = str(info.value)
+    assert message.startswith("check_grad differentiates every floating-point argument")
+    assert "(here arguments 0, 1)" in message and "here argnums=0," in message
+    assert "_softplus has no sensitivity for argument 1" in message
+    check_grad(loss, x, 2.0, argnums=0)  # the fix it names
+    with pytest.raises(MissingRuleError, match="_softplus has no sensitivity for argument 1"):
+        check_grad(loss, x, 2.0, argnums=(0, 1))  # asked for: the rule's own error
+
+
+@primitive
+def _wrong_sin(x, y):
+    return np.sin(x) * y
+
+
+@sensitivity(_wrong_sin, 0)
+def _(z, zbar, x, y):
+    return zbar * np.cos(x) * y
+
+
+@sensitivity(_wrong_sin, 1)
+def _(z, zbar, x, y):
+    return zbar * np.cos(x)  # should be sin(x)
+
+
+@pytest.mark.parametrize("mode", ["rev", "fwd"])
+def test_a_mismatch_names_the_rule_at_fault(mode):
+    f = lambda x, y: np.sum(np.exp(_wrong_sin(x, y)) * x)  # noqa: E731
+    with pytest.raises(AssertionError) as info:
+        check_grad(f, np.array([0.3, -0.2]), np.array([1.5, 0.5]), modes=(mode,))
+    message = str(info.value)
+    assert f"the {mode} directional derivative" in message
+    assert "of _wrong_sin for argument 1 is at fault" in message
+    assert "f=_wrong_sin" in message
+    check_grad(f, np.array([0.3, -0.2]), np.array([1.5, 0.5]), argnums=0, modes=(mode,))
