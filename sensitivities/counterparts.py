@@ -14,6 +14,15 @@ from typing import Any
 __all__ = ["scipy_caller", "covered"]
 
 
+# SciPy's solvers with a counterpart in tape.scipy (which the rules may not import): a
+# node reaches them through the function they call, a closure over it
+SOLVERS = {
+    "integrate": {"solve_ivp", "odeint"},
+    "optimize": {"root", "root_scalar", "brentq", "brenth", "ridder", "bisect", "toms748",
+                 "fixed_point", "minimize"},
+}  # fmt: skip
+
+
 def covered() -> dict:
     """``{SciPy submodule: names with a counterpart in tape.scipy}``; for ``stats``,
     ``{distribution: its methods}``."""
@@ -29,6 +38,7 @@ def covered() -> dict:
         "special": set(special.__all__),
         "signal": set(signal.__all__),
         "stats": distributions,
+        **SOLVERS,
     }
 
 

@@ -129,7 +129,18 @@ STALE = (
 )
 
 
+SOLVERS = ("scipy.integrate.", "scipy.optimize.")
+
+
 def scipy_conversion(scipy_name: str, ours: str) -> str:
+    if scipy_name.startswith(SOLVERS):
+        return (
+            f"{scipy_name} met a node through the function it calls (a closure or a global "
+            "holding a node), and converts what that function returns to an ndarray, which "
+            f"would cut the node off the tape. Call its differentiable counterpart {ours} "
+            "(same arguments), and pass the values to differentiate in through args=(...) "
+            "instead of closing over them: fun(x, *args) receives them"
+        )
     return (
         f"{scipy_name} converts its arguments to ndarrays, which would cut this node off the "
         f"tape; call its differentiable counterpart {ours} instead (same arguments)"

@@ -132,7 +132,11 @@ class Node(Record):
         raise NodeConversionError(BUFFER if stores_into_array(caller) else TO_ARRAY)
 
     def __float__(self) -> float:
-        raise NodeConversionError(BUFFER if stores_into_array(sys._getframe(1)) else TO_NUMBER)
+        caller = sys._getframe(1)
+        counterpart = scipy_caller(caller)  # a SciPy solver's float(fun(x)), say
+        if counterpart:
+            raise NodeConversionError(scipy_conversion(*counterpart))
+        raise NodeConversionError(BUFFER if stores_into_array(caller) else TO_NUMBER)
 
     __int__ = __complex__ = __index__ = __float__
 

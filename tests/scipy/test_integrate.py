@@ -179,3 +179,30 @@ def test_errors_in_the_forward_pass():
         grad(lambda k: np.sum(integrate.solve_ivp(lambda t, y, k: k * y**2, (0, 2), np.ones(1),
                                                   args=(k,)).y))(1.0)  # fmt: skip
     assert integrate.quad is si.quad
+
+
+def test_scipys_own_solvers_met_through_a_closure_name_the_counterpart_and_args():
+    si = pytest.importorskip("scipy.integrate")
+    from sensitivities.counterparts import SOLVERS
+    from tape import NodeConversionError
+    from tape.scipy import integrate as ours
+
+    assert SOLVERS["integrate"] == set(ours.__all__)
+
+    def through_odeint(k):
+        return si.odeint(lambda y, t: -k * y, 1.0, [0.0, 1.0])[-1, 0]
+
+    def through_solve_ivp(k):
+        return si.solve_ivp(lambda t, y: -k * y, (0.0, 1.0), [1.0]).y[0, -1]
+
+    for f, name in ((through_odeint, "odeint"), (through_solve_ivp, "solve_ivp")):
+        with pytest.raises(NodeConversionError) as info:
+            grad(f)(0.5)
+        message = str(info.value)
+        assert message.startswith(f"scipy.integrate.{name} met a node through the function")
+        assert f"tape.scipy.integrate.{name} (same arguments)" in message
+        assert "args=(...)" in message
+    # and the fix it names works
+    y0 = np.array([1.0])
+    g = grad(lambda k: ours.odeint(lambda y, t, k: -k * y, y0, [0.0, 1.0], args=(k,))[-1, 0])
+    np.testing.assert_allclose(g(0.5)[0], -np.exp(-0.5), rtol=1e-5)

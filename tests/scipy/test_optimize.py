@@ -198,3 +198,34 @@ def test_plain_calls_are_scipys_own():
     )
 
 
+
+
+def test_scipys_own_solvers_met_through_a_closure_name_the_counterpart_and_args():
+    from sensitivities.counterparts import SOLVERS
+    from tape import NodeConversionError
+
+    assert SOLVERS["optimize"] == set(optimize.__all__)
+
+    def through_minimize(a):
+        return so.minimize(lambda x: np.sum((x - a) ** 2), np.zeros(2)).fun
+
+    def through_root_scalar(a):
+        return so.root_scalar(lambda x: x**2 - a, bracket=(0.0, 3.0)).root
+
+    def through_brentq(a):
+        return so.brentq(lambda x: x**2 - a, 0.0, 3.0)
+
+    for f, x, name in (
+        (through_minimize, np.ones(2), "minimize"),
+        (through_root_scalar, 2.0, "root_scalar"),
+        (through_brentq, 2.0, "brentq"),
+    ):
+        with pytest.raises((NodeConversionError, ValueError)) as info:
+            grad(f)(x)
+        error = info.value
+        while not isinstance(error, NodeConversionError):  # minimize wraps it in a ValueError
+            error = error.__cause__
+        message = str(error)
+        assert message.startswith(f"scipy.optimize.{name} met a node through the function")
+        assert f"tape.scipy.optimize.{name} (same arguments)" in message
+        assert "args=(...)" in message
