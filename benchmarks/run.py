@@ -4,6 +4,8 @@
     python benchmarks/run.py --quick    # a smoke run in about two minutes
     python benchmarks/run.py --no-jit   # skip JAX's jit (its compiles take minutes)
     python benchmarks/run.py --workloads per_example   # one workload (comma-separated)
+    python benchmarks/run.py --quick --workloads rk4_2,rk4_4,rk4_10 \
+        --output benchmarks/results-small-arrays.md   # the small-array loop alone
 
 Each (library, workload) runs in a fresh process pinned to one core, so that one
 library's imports, threads, allocator or garbage collector never touch another's
@@ -152,6 +154,13 @@ def worker(lib, workload, quick):
         if lib in ("tape", "tape-compiled"):  # and tape's loop of grad calls, for the speedup
             out["loop_seconds"] = median_time(w.make_per_example("tape-loop"), quick, budget)[0]
         ref = w.reference("per_example")
+    elif workload.startswith("rk4_"):
+        n = int(workload.removeprefix("rk4_"))
+        runner = w.make_rk4(lib, n)
+        hand = None if lib == w.HAND else w.make_rk4(w.HAND, n)
+        out["seconds"], out["ratio"], out["calls"] = median_time(runner, quick, budget, hand)
+        out["per_step"] = out["seconds"] / w.RK4_STEPS
+        ref = w.reference("rk4", n)
     elif workload == "memory":
         return memory_worker(lib, quick, out)
     elif workload == "long":
@@ -364,6 +373,8 @@ def table(results, libs, args):
     lines = [header, rule]
 
     def row(title, workload, key, fmt=fmt_time, extra=None, ratio=True):
+        if workload not in args.chosen:  # a run of some workloads shows only theirs
+            return
         hand_result = get("numpy", workload)
         hand = hand_result.get(key) if ratio and hand_result and key in hand_result else None
         cells = [
@@ -387,6 +398,16 @@ def table(results, libs, args):
         "seconds",
         extra=per_example_note,
     )
+    from workloads import RK4_SIZES, RK4_STEPS  # beside this script: NumPy alone
+
+    for size in RK4_SIZES:
+        row(
+            f"RK4 loop, {size}×{size} `A`: one step of dy/dt = tanh(A @ y) (value and gradient "
+            f"of {RK4_STEPS} steps)",
+            f"rk4_{size}",
+            "per_step",
+            extra=compile_note,
+        )
     row("memory per recorded scalar op (RSS)", "memory", "rss_per_op", fmt_bytes, ratio=False)
     row(
         "memory per recorded scalar op (tracemalloc)",
@@ -395,7 +416,7 @@ def table(results, libs, args):
         fmt_bytes,
         ratio=False,
     )
-    for size in LONG_SIZES[:3] if args.quick else LONG_SIZES:
+    for size in (LONG_SIZES[:3] if args.quick else LONG_SIZES) if "long" in args.chosen else ():
         lines.append(
             f"| long tape, {size:,} records: time per op | "
             + " | ".join(_long_cell(get(lib, "long"), size, lib, args) for lib in libs)
@@ -473,6 +494,9 @@ def main():
         libs.remove("jax-jit")
     present = [lib for lib in libs if installed(lib)]
     workloads_all = ["chain", "vchain", "mlp", "matmul", "per_example", "memory", "long", "peak"]
+    from workloads import RK4_SIZES
+
+    workloads_all[5:5] = [f"rk4_{n}" for n in RK4_SIZES]
     chosen = [wl for wl in workloads_all if not args.workloads or wl in args.workloads.split(",")]
 
     def skipped(lib, workload):
@@ -485,6 +509,7 @@ def main():
         )
 
     args.skipped = skipped
+    args.chosen = chosen
     started = time.perf_counter()
     results = {}
     for workload in chosen:
@@ -515,12 +540,17 @@ def main():
             "",
             table(results, libs, args),
             "",
-            "Peak memory of value and gradient against the forward pass alone (tracemalloc):",
-            "",
-            peak_table(results, args),
-            "",
         ]
     )
+    if "peak" in chosen:
+        text += "\n".join(
+            [
+                "Peak memory of value and gradient against the forward pass alone (tracemalloc):",
+                "",
+                peak_table(results, args),
+                "",
+            ]
+        )
     print(text)
     with open(args.output, "w") as f:
         f.write(text)

@@ -17,6 +17,9 @@ HAND = "numpy"
 
 CHAIN_ITERATIONS = 2000  # six ops each: sin, exp, +, log, *, +
 OPS_PER_ITERATION = 6
+RK4_SIZES = (2, 4, 10)  # a small-array loop: RK4 steps of dy/dt = tanh(A @ y), A n×n
+RK4_STEPS = 50
+RK4_H = 0.05
 
 
 # -- data -----------------------------------------------------------------------------
@@ -106,6 +109,43 @@ def matmul_hand(a, b, c):
     return value, [dp @ b.T, a.T @ dp, np.array(dc)]
 
 
+def rk4_data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, n)) / np.sqrt(n), rng.standard_normal(n)
+
+
+def rk4_hand(a, y0, steps=RK4_STEPS, h=RK4_H):
+    """0.5 * |y_T|² after ``steps`` RK4 steps of dy/dt = tanh(A @ y), and its gradient in
+    (A, y0): the forward pass keeps each stage's input and output, the reverse pass runs
+    the stages backwards."""
+    y, saved = y0, []
+    for _ in range(steps):
+        k1 = np.tanh(a @ y)
+        u2 = y + h / 2 * k1
+        k2 = np.tanh(a @ u2)
+        u3 = y + h / 2 * k2
+        k3 = np.tanh(a @ u3)
+        u4 = y + h * k3
+        k4 = np.tanh(a @ u4)
+        saved.append(((y, k1), (u2, k2), (u3, k3), (u4, k4)))
+        y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    value = 0.5 * np.dot(y, y)
+    ybar, abar = y, np.zeros_like(a)
+    for stages in reversed(saved):
+        kbars = [h / 6 * ybar, h / 3 * ybar, h / 3 * ybar, h / 6 * ybar]
+        into = [None, h / 2, h / 2, h]  # stage s reads y + into[s] * k[s - 1]
+        ybar = ybar.copy()
+        for s in (3, 2, 1, 0):
+            u, k = stages[s]
+            zbar = kbars[s] * (1 - k * k)
+            abar += np.outer(zbar, u)
+            ubar = a.T @ zbar
+            ybar += ubar
+            if s:
+                kbars[s - 1] = kbars[s - 1] + into[s] * ubar
+    return value, [abar, ybar]
+
+
 # -- the same functions per library ----------------------------------------------------------
 
 
@@ -141,6 +181,21 @@ def per_example_loss(params, x, y, np_like=np):
     z = z - np_like.max(z)
     logp = z - np_like.log(np_like.sum(np_like.exp(z)))
     return -np_like.sum(y * logp)
+
+
+def rk4_fn(np_like):
+    tanh = np_like.tanh
+
+    def loss(a, y, steps=RK4_STEPS, h=RK4_H):
+        for _ in range(steps):
+            k1 = tanh(a @ y)
+            k2 = tanh(a @ (y + h / 2 * k1))
+            k3 = tanh(a @ (y + h / 2 * k2))
+            k4 = tanh(a @ (y + h * k3))
+            y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        return 0.5 * np_like.sum(y * y)
+
+    return loss
 
 
 def matmul_fn(np_like):
@@ -451,6 +506,51 @@ def make_per_example(lib):
     raise KeyError(lib)
 
 
+def make_rk4(lib, n):
+    """The small-array loop: value and gradient in (A, y0) of ``rk4_fn``, A n×n."""
+    a, y0 = rk4_data(n)
+    if lib == "numpy":
+        return Runner(lambda: rk4_hand(a, y0))
+    if lib in ("tape", "tape-compiled"):
+        import time
+
+        import tape
+
+        f = rk4_fn(np)
+        if lib == "tape":
+            vg = tape.value_and_grad(f, argnums=(0, 1))
+            return Runner(lambda: vg(a, y0))
+        start = time.perf_counter()
+        compiled = tape.compile_grad(f, a, y0, argnums=(0, 1))
+        runner = Runner(lambda: compiled.value_and_grad(a, y0))
+        runner.compile_s = time.perf_counter() - start
+        return runner
+    if lib == "autograd":
+        import autograd
+        import autograd.numpy as anp
+
+        vg = autograd.value_and_grad(rk4_fn(anp), argnum=(0, 1))
+        return Runner(lambda: vg(a, y0))
+    if lib == "torch":
+        torch = _torch()
+        f = rk4_fn(torch)
+        ta, ty = torch.tensor(a), torch.tensor(y0)
+
+        def run():
+            ps = [m.detach().requires_grad_() for m in (ta, ty)]
+            value = f(*ps)
+            return value.detach(), torch.autograd.grad(value, ps)
+
+        return Runner(run, lambda r: (r[0].item(), [g.numpy() for g in r[1]]))
+    if lib in ("jax", "jax-jit"):
+        jax = _jax()
+        import jax.numpy as jnp
+
+        args = (jnp.asarray(a), jnp.asarray(y0))
+        return _jax_runner(jax, lib, jax.value_and_grad(rk4_fn(jnp), argnums=(0, 1)), args)
+    raise KeyError(lib)
+
+
 def reference(workload, *args):
     """The hand-written (value, grads) of a workload, as NumPy."""
     return {
@@ -458,6 +558,7 @@ def reference(workload, *args):
         "mlp": lambda: mlp_hand(*mlp_data()),
         "matmul": lambda n: matmul_hand(*matmul_data(n)),
         "per_example": lambda: (0.0, per_example_hand(*mlp_data())),
+        "rk4": lambda n: rk4_hand(*rk4_data(n)),
     }[workload](*args)
 
 

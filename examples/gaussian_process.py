@@ -22,8 +22,8 @@ import numpy as np
 from scipy.linalg import cho_solve, cholesky
 from scipy.optimize import minimize
 
-from sensitivities.linalg import solve_triangular  # scipy.linalg's, differentiable
 from tape import grad, primitive, sensitivity, value_and_grad
+from tape.scipy.linalg import solve_triangular  # scipy.linalg's, differentiable
 
 HERE = Path(__file__).resolve().parent
 

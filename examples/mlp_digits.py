@@ -11,6 +11,7 @@ PNG of the loss and accuracy curves.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -110,8 +111,10 @@ def main(argv=None):
     loss_and_grad = value_and_grad(loss, argnums=0)
     history = {"loss": [], "train": [], "test": []}
 
-    bar = tqdm(range(epochs), desc="training", unit="epoch")
-    for _ in bar:
+    # a bar in a terminal; in a piped log, a line every tenth epoch instead of every redraw
+    interactive = sys.stderr.isatty()
+    bar = tqdm(range(epochs), desc="training", unit="epoch", disable=not interactive)
+    for epoch in bar:
         order = rng.permutation(len(X_train))
         total = 0.0
         for start in range(0, len(order), args.batch):
@@ -122,7 +125,10 @@ def main(argv=None):
         history["loss"].append(total / len(order))
         history["train"].append(accuracy(params, X_train, y_train))
         history["test"].append(accuracy(params, X_test, y_test))
-        bar.set_postfix(loss=f"{history['loss'][-1]:.4f}", test=f"{history['test'][-1]:.3f}")
+        progress = dict(loss=f"{history['loss'][-1]:.4f}", test=f"{history['test'][-1]:.3f}")
+        bar.set_postfix(progress)
+        if not interactive and (epoch % 10 == 9 or epoch == epochs - 1):
+            print(f"epoch {epoch + 1}/{epochs}: loss {progress['loss']}, test {progress['test']}")
 
     args.out.mkdir(parents=True, exist_ok=True)
     png = args.out / "mlp_digits.png"

@@ -32,7 +32,7 @@ def record(rng):
     v = Leaf(t, rng.standard_normal(4))
     hidden = np.tanh(X @ W + b)
     loss = np.mean((hidden @ v - y) ** 2)
-    return t, loss
+    return t, loss, {W: "W", b: "b", v: "v", hidden: "hidden", loss: "loss"}
 
 
 def main(argv=None):
@@ -41,27 +41,32 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=HERE / "output", help="where files go")
     args = parser.parse_args(argv)
 
-    t, loss = record(np.random.default_rng(0))
+    t, loss, names = record(np.random.default_rng(0))
     rt = propagate(t, reverse_tape(loss, 1.0))
     print(t)
     print(rt)
 
     args.out.mkdir(parents=True, exist_ok=True)
     dot = args.out / "tape_graph.dot"
-    dot.write_text(t.to_dot(rt))
+    dot.write_text(t.to_dot(rt, names=names))
     print(f"DOT source written to {dot}")
     if args.quick:
+        print("--quick: no PNG or SVG drawn (run without --quick to draw them)")
         return t
     try:
         import graphviz  # noqa: F401
     except ImportError:
-        print("install the graphviz package to render it (pip install graphviz)")
+        print("no PNG or SVG drawn: the graphviz package is missing (pip install graphviz)")
         return t
     if shutil.which("dot") is None:
-        print("install Graphviz's dot program to render it (e.g. apt-get install graphviz)")
+        print(
+            "no PNG or SVG drawn: Graphviz's dot program is not installed (apt-get install "
+            "graphviz, brew install graphviz, or conda install graphviz); the DOT source "
+            "written above renders with it: dot -Tpng tape_graph.dot -o tape_graph.png"
+        )
         return t
     for fmt in ("png", "svg"):
-        path = t.draw(rt).render(args.out / "tape_graph", format=fmt, cleanup=True)
+        path = t.draw(rt, names=names).render(args.out / "tape_graph", format=fmt, cleanup=True)
         print(f"picture written to {path}")
     return t
 

@@ -25,6 +25,7 @@ FAMILIES = {
     "stats": "Statistics helpers",
     "special": "SciPy special functions",
     "fft": "Fourier transforms",
+    "numpy_extra": "Array creation",
     "internal": "Helper primitives of the rules (not counted)",
 }
 SCIPY_COUNTERPARTS = {}
@@ -91,19 +92,43 @@ def is_internal(f) -> bool:
     return not (family in SCIPY_COUNTERPARTS and hasattr(SCIPY_COUNTERPARTS[family], name))
 
 
-def render() -> str:
+def is_private(f) -> bool:
+    """A private function of NumPy or SciPy (``scipy.special._lambertw``, which the public
+    ``lambertw`` calls): it has its rule, but users never call it by name."""
+    return function_name(f).rpartition(".")[2].startswith("_") and not is_internal(f)
+
+
+def functions_by_family() -> dict:
+    """``{family: [(qualified name, kind)]}`` of every function users call that has rules,
+    an implementation or is non-differentiable; ``"internal"``: the rules' own helpers."""
     by_family = defaultdict(list)
     for f in registered_functions():
         if str(getattr(f, "__module__", "")).startswith(("tests", "tape")):
             continue  # rules tests define, and the engine's own primitives (at, checkpoint)
+        if is_private(f):
+            continue
         family, kind = describe(f)
         if is_internal(f):
             family = "internal"
         by_family[family].append((qualified_name(f), kind))
-    total = sum(len(v) for k, v in by_family.items() if k != "internal")
-    kinds = Counter(
-        kind.split(" ")[0] for k, v in by_family.items() if k != "internal" for _, kind in set(v)
-    )
+    return {family: sorted(set(entries)) for family, entries in by_family.items()}
+
+
+def counts() -> dict:
+    """The figures the README and the docs quote: ``total``, ``rule``,
+    ``implementation``, ``non-differentiable``, and one per family."""
+    by_family = functions_by_family()
+    public = [kind for k, v in by_family.items() if k != "internal" for _, kind in v]
+    kinds = Counter(kind.split(" ")[0] for kind in public)
+    out = {"total": len(public), **kinds}
+    out.update({family: len(v) for family, v in by_family.items()})
+    return out
+
+
+def render() -> str:
+    by_family = functions_by_family()
+    kinds = counts()
+    total = kinds["total"]
     lines = [
         "# Supported functions",
         "",
@@ -117,7 +142,7 @@ def render() -> str:
     lines += audit_section()
     order = list(FAMILIES) + sorted(set(by_family) - set(FAMILIES))
     for family in order:
-        entries = sorted(set(by_family.get(family, [])))
+        entries = by_family.get(family, [])
         if not entries:
             continue
         lines += [
@@ -145,8 +170,9 @@ def audit_section() -> list:
     lines = [
         "## NumPy's public API",
         "",
-        f"Of the **{count}** public functions of `numpy`, `numpy.linalg`, `numpy.fft` and",
-        "`numpy.lib.stride_tricks` (classes and submodules aside): "
+        f"Of the **{count}** public names of functions in `numpy`, `numpy.linalg`, `numpy.fft`",
+        "and `numpy.lib.stride_tricks` (classes and submodules aside; an alias such as "
+        "`np.acos` of `np.arccos` counts as a name of its own): "
         + ", ".join(f"{len(by_kind[k])} {_KIND_WORDS[k]}" for k in order)
         + ". The reasons are kept in `sensitivities/audit.py`.",
         "",

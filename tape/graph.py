@@ -55,10 +55,14 @@ _LEAF_STYLE = 'shape=ellipse, style=filled, fillcolor="#dbe9f6"'
 _BRANCH_STYLE = 'shape=box, style="rounded,filled", fillcolor="#fdf1d6"'
 
 
-def to_dot(tape: Tape, rtape: ReverseTape | None = None, *, constants: bool = True) -> str:
+def to_dot(
+    tape: Tape, rtape: ReverseTape | None = None, *, constants: bool = True, names: Any = None
+) -> str:
     """Graphviz DOT source of ``tape``, and of the adjoints in ``rtape`` beside it.
 
     ``constants=False`` leaves out the arguments that are not nodes of this tape.
+    ``names`` labels records by a name of their own instead of ``Leaf`` (or the function):
+    a dict from a node or a position to its name, ``{W: "W", b: "b"}``.
 
     >>> import numpy as np
     >>> from tape import Tape, Leaf, reverse_tape, propagate
@@ -71,9 +75,12 @@ def to_dot(tape: Tape, rtape: ReverseTape | None = None, *, constants: bool = Tr
     True
     >>> "r1 -> r2 [dir=back]" in dot  # the adjoint of [2] flows back to [1]
     True
+    >>> 'n0 [label="[0] x\\\\nfloat64[3]"' in to_dot(t, names={x: "x"})
+    True
     """
     if rtape is not None and rtape.tape is not tape:
         raise ValueError("this reverse tape was made for another tape")
+    labels = _names(tape, names)
     lines = [
         "digraph tape {",
         "  rankdir=TB;",
@@ -85,7 +92,7 @@ def to_dot(tape: Tape, rtape: ReverseTape | None = None, *, constants: bool = Tr
         lines += ["  newrank=true;", "  subgraph cluster_tape {", '    label="tape";']
         indent = "    "
     for node in tape.records:
-        lines += [indent + line for line in _record(node, tape, constants)]
+        lines += [indent + line for line in _record(node, tape, constants, labels)]
     if rtape is not None:
         lines += ["  }", "  subgraph cluster_reverse {", '    label="reverse tape";']
         lines += ["    " + line for line in _adjoints(tape, rtape)]
@@ -96,7 +103,9 @@ def to_dot(tape: Tape, rtape: ReverseTape | None = None, *, constants: bool = Tr
     return "\n".join(lines)
 
 
-def draw(tape: Tape, rtape: ReverseTape | None = None, *, constants: bool = True) -> Any:
+def draw(
+    tape: Tape, rtape: ReverseTape | None = None, *, constants: bool = True, names: Any = None
+) -> Any:
     """A ``graphviz.Source`` of the tape: it shows as SVG in Jupyter, and
     ``.render(filename, format="png")`` writes a file. Needs the ``graphviz`` package
     (``pip install graphviz``) and Graphviz's ``dot`` program.
@@ -116,7 +125,7 @@ def draw(tape: Tape, rtape: ReverseTape | None = None, *, constants: bool = True
             "drawing a tape needs the graphviz package: pip install graphviz "
             "(or pip install 'tape-ad[examples]'); tape.to_dot() needs nothing"
         ) from error
-    return graphviz.Source(to_dot(tape, rtape, constants=constants))
+    return graphviz.Source(to_dot(tape, rtape, constants=constants, names=names))
 
 
 def svg(tape: Tape, rtape: ReverseTape | None = None) -> str | None:
@@ -165,12 +174,27 @@ def _call_name(node: Node) -> str:
     return _short(name)
 
 
-def _record(node: Node, tape: Tape, constants: bool) -> list[str]:
+def _names(tape: Tape, names: Any) -> dict:
+    """``{position: name}`` from a dict keyed by nodes of ``tape`` or by positions."""
+    labels = {}
+    for key, name in (names or {}).items():
+        if isinstance(key, Node):
+            if key.tape is not tape:
+                raise ValueError(f"the node named {name!r} is not on this tape")
+            key = key.pos
+        if not isinstance(key, int) or not 0 <= key < len(tape.records):
+            raise ValueError(f"names: {key!r} is neither a node of this tape nor a position")
+        labels[key] = str(name)
+    return labels
+
+
+def _record(node: Node, tape: Tape, constants: bool, labels: dict) -> list[str]:
     pos = node.pos
     if not _is_branch(node):
-        label = f"[{pos}] Leaf\n{_value_label(node.value)}"
+        label = f"[{pos}] {labels.get(pos, 'Leaf')}\n{_value_label(node.value)}"
         return [f"n{pos} [label={_quote(label)}, {_LEAF_STYLE}];"]
-    label = f"[{pos}] {_call_name(node)}\n{_value_label(node.value)}"
+    call = _call_name(node) if pos not in labels else f"{labels[pos]} = {_call_name(node)}"
+    label = f"[{pos}] {_short(call)}\n{_value_label(node.value)}"
     lines = [f"n{pos} [label={_quote(label)}, {_BRANCH_STYLE}];"]
     arguments = list(enumerate(node.args))
     many = len(arguments) > 1

@@ -130,9 +130,10 @@ class Tape:
         """
         return tape_text(self.records, full)
 
-    def to_dot(self, rtape: Any = None, *, constants: bool = True) -> str:
+    def to_dot(self, rtape: Any = None, *, constants: bool = True, names: Any = None) -> str:
         """Graphviz DOT source of this tape, with a reverse tape's adjoints beside it
-        when given; see ``tape.graph.to_dot``.
+        when given, and records labelled by ``names`` (``{x: "x"}``, by node or
+        position) where given; see ``tape.graph.to_dot``.
 
         >>> import numpy as np
         >>> from tape import Tape, Leaf
@@ -143,14 +144,14 @@ class Tape:
         """
         from .graph import to_dot
 
-        return to_dot(self, rtape, constants=constants)
+        return to_dot(self, rtape, constants=constants, names=names)
 
-    def draw(self, rtape: Any = None, *, constants: bool = True) -> Any:
+    def draw(self, rtape: Any = None, *, constants: bool = True, names: Any = None) -> Any:
         """A ``graphviz.Source`` of this tape (needs the ``graphviz`` package); see
         ``tape.graph.draw``."""
         from .graph import draw
 
-        return draw(self, rtape, constants=constants)
+        return draw(self, rtape, constants=constants, names=names)
 
     def _repr_svg_(self) -> str | None:
         # Jupyter shows a tape as a picture where graphviz can draw it, else as text

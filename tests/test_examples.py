@@ -150,7 +150,21 @@ def test_tape_graph(capsys, tmp_path):
     dot = (tmp_path / "tape_graph.dot").read_text()
     assert dot.startswith("digraph tape {") and "cluster_reverse" in dot
     assert dot.count(" [label=\"[") == 2 * len(tape)  # every record, and its adjoint
-    assert "f=tanh" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "f=tanh" in out and "--quick: no PNG or SVG drawn" in out
+    assert 'label="[0] W\\n' in dot and 'label="[2] v\\n' in dot  # the leaves' names
+
+
+def test_tape_graph_says_why_it_draws_no_picture(capsys, tmp_path, monkeypatch):
+    pytest.importorskip("graphviz")
+    import shutil
+
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)  # no dot program
+    load("tape_graph").main(["--out", str(tmp_path)])
+    assert "no PNG or SVG drawn: Graphviz's dot program is not installed" in (
+        capsys.readouterr().out
+    )
+    assert not (tmp_path / "tape_graph.png").exists()
 
 
 

@@ -13,3 +13,14 @@ def forward(scipy_module: str):
         return getattr(importlib.import_module(scipy_module), name)
 
     return __getattr__
+
+
+def listing(scipy_module: str, own: list):
+    """A module ``__dir__``: its counterparts ``own`` and SciPy's public names, which
+    ``__getattr__`` hands out; not the imports and helpers the module uses itself."""
+
+    def __dir__():
+        scipy_names = dir(importlib.import_module(scipy_module))
+        return sorted(set(own) | {name for name in scipy_names if not name.startswith("_")})
+
+    return __dir__

@@ -36,7 +36,7 @@ from sensitivities.scipy.integrate import OdeProblem, ode_solution, rk_replay
 from sensitivities.scipy.optimize import ConvergenceError
 
 from ._derivatives import derivatives
-from ._forward import forward
+from ._forward import forward, listing
 
 __all__ = ["solve_ivp", "odeint"]
 
@@ -169,3 +169,4 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
 
 
 __getattr__ = forward("scipy.integrate")
+__dir__ = listing("scipy.integrate", __all__)

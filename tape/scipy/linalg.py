@@ -45,7 +45,7 @@ from sensitivities.scipy.linalg import (
     toeplitz,
 )
 
-from ._forward import forward
+from ._forward import forward, listing
 
 __all__ = [
     "sqrtm", "logm", "expm", "expm_frechet", "solve_sylvester", "solve_continuous_lyapunov",
@@ -55,3 +55,4 @@ __all__ = [
 ]  # fmt: skip
 
 __getattr__ = forward("scipy.linalg")
+__dir__ = listing("scipy.linalg", __all__)

@@ -41,7 +41,7 @@ from sensitivities.scipy.optimize import (  # noqa: F401  (the errors are raised
 )
 
 from ._derivatives import derivatives
-from ._forward import forward
+from ._forward import forward, listing
 
 __all__ = ["root", "root_scalar", "brentq", "brenth", "ridder", "bisect", "toms748",
            "fixed_point", "minimize"]  # fmt: skip
@@ -266,3 +266,4 @@ def _check_inside(x, bounds) -> None:
 
 
 __getattr__ = forward("scipy.optimize")
+__dir__ = listing("scipy.optimize", __all__)

@@ -19,8 +19,9 @@ from sensitivities.scipy.signal import (
     lfilter,
 )
 
-from ._forward import forward
+from ._forward import forward, listing
 
 __all__ = ["convolve", "correlate", "fftconvolve", "convolve2d", "correlate2d", "lfilter"]
 
 __getattr__ = forward("scipy.signal")
+__dir__ = listing("scipy.signal", __all__)

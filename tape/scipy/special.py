@@ -16,7 +16,7 @@ import scipy.special as _special
 from sensitivities import lookup
 from sensitivities.special import log_softmax, logsumexp, multigammaln, polygamma, softmax
 
-from ._forward import forward
+from ._forward import forward, listing
 
 _COUNTERPARTS = {"logsumexp": logsumexp, "softmax": softmax, "log_softmax": log_softmax,
                  "polygamma": polygamma, "multigammaln": multigammaln}  # fmt: skip
@@ -41,3 +41,4 @@ globals().update(_COUNTERPARTS)
 __all__ = sorted(set(_differentiable()) | set(_COUNTERPARTS))
 
 __getattr__ = forward("scipy.special")
+__dir__ = listing("scipy.special", __all__)

@@ -41,7 +41,7 @@ from sensitivities.scipy.stats import (
     uniform,
 )
 
-from ._forward import forward
+from ._forward import forward, listing
 
 __all__ = [
     "norm", "t", "cauchy", "laplace", "logistic", "expon", "gamma", "beta", "chi2",
@@ -51,3 +51,4 @@ __all__ = [
 
 assert all(globals()[name] is not None for name in __all__)  # SciPy is installed
 __getattr__ = forward("scipy.stats")
+__dir__ = listing("scipy.stats", __all__)

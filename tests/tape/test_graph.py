@@ -169,3 +169,22 @@ def test_jupyter_shows_the_tape_as_a_picture_beside_its_text():
     data, _ = formatters.DisplayFormatter().format(t)
     assert data["text/plain"] == repr(t)
     assert "<svg" in data["image/svg+xml"]
+
+
+def test_records_can_be_given_names():
+    t = Tape()
+    W = Leaf(t, np.ones((3, 2)))
+    x = Leaf(t, np.ones(3))
+    h = np.tanh(x @ W)
+    y = np.sum(h)
+    dot = t.to_dot(names={W: "W", x: "x", h: "hidden", 2: "z"})
+    assert 'n0 [label="[0] W\\nfloat64[3,2]"' in dot
+    assert 'n1 [label="[1] x\\nfloat64[3]"' in dot
+    assert 'n3 [label="[3] hidden = tanh\\nfloat64[2]"' in dot
+    assert 'n4 [label="[4] sum\\nfloat64' in dot and y.pos == 4
+    assert 'n2 [label="[2] z = matmul\\nfloat64[2]"' in dot  # by position
+    assert t.to_dot() == graph.to_dot(t, names=None)  # no names, the labels as before
+    with pytest.raises(ValueError, match="not on this tape"):
+        t.to_dot(names={Leaf(Tape(), 1.0): "z"})
+    with pytest.raises(ValueError, match="neither a node of this tape nor a position"):
+        t.to_dot(names={99: "z"})

@@ -16,7 +16,7 @@ import importlib
 
 from sensitivities.scipy.sparse import SparseArray, pattern_solve, sparse_solve
 
-from .._forward import forward
+from .._forward import forward, listing
 
 __all__ = ["spsolve"]
 
@@ -36,3 +36,4 @@ def spsolve(A, b, permc_spec=None, use_umfpack=True):
 
 
 __getattr__ = forward("scipy.sparse.linalg")
+__dir__ = listing("scipy.sparse.linalg", __all__)
