@@ -13,7 +13,13 @@ from pathlib import Path
 import numpy as np
 
 import sensitivities
-from sensitivities.registry import function_name, implementation_of, lookup, registered_functions
+from sensitivities.registry import (
+    function_name,
+    implementation_of,
+    is_primitive,
+    lookup,
+    registered_functions,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "docs" / "rules.md"
@@ -103,8 +109,11 @@ def functions_by_family() -> dict:
     an implementation or is non-differentiable; ``"internal"``: the rules' own helpers."""
     by_family = defaultdict(list)
     for f in registered_functions():
-        if str(getattr(f, "__module__", "")).startswith(("tests", "tape")):
+        module = str(getattr(f, "__module__", ""))
+        if module.startswith(("tests", "tape")):
             continue  # rules tests define, and the engine's own primitives (at, checkpoint)
+        if is_primitive(f) and not module.startswith("sensitivities"):
+            continue  # a user's own primitive (the guide's examples define some)
         if is_private(f):
             continue
         family, kind = describe(f)

@@ -24,7 +24,7 @@ node refuses (its gradient would be lost), so `scipy.stats.norm.logpdf(x)` on a 
 at once, naming its counterpart. `tape.scipy` holds the counterparts, laid out as SciPy
 is: change one import line and nothing else.
 
-```python
+```pycon
 >>> import numpy as np
 >>> from tape import grad, hessian
 >>> from tape.scipy import stats  # was: from scipy import stats

@@ -66,6 +66,7 @@ from .reverse import (
     update_in_place,
 )
 from .trees import tree_flatten, tree_unflatten
+from .warning_sites import located_warnings
 
 __all__ = ["compile_grad", "CompiledGrad", "TapeMismatchError"]
 
@@ -252,7 +253,8 @@ class CompiledGrad:
         if reason:
             return self._mismatch(args, kwargs, key, program, reason)
         try:
-            return program.run(leaves)
+            with located_warnings():  # NumPy's warnings at the caller's line, not the replay's
+                return program.run(leaves)
         except _Changed as changed:
             return self._mismatch(args, kwargs, key, program, str(changed))
         except Exception:

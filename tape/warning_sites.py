@@ -24,9 +24,10 @@ import sensitivities
 
 __all__ = ["located_warnings"]
 
+# the engine's and the rules' files, and the code a compiled gradient generates
 _INTERNAL = tuple(
     os.path.dirname(m.__file__) + os.sep for m in (sys.modules[__package__], sensitivities)
-)
+) + ("<compiled tape",)
 
 
 class _Teller:
@@ -34,16 +35,15 @@ class _Teller:
 
     def write(self, text: str) -> None:
         message = text.strip().removeprefix("Warning: ")
-        frame = sys._getframe(1)  # the frame that called the ufunc
-        where = ""
-        while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
-            if not where:
-                where = _reverse_pass_record(frame)
-            frame = frame.f_back
+        try:
+            frame, where = _users_frame(sys._getframe(1))  # from the frame of the ufunc's caller
+        except Exception:  # finding the line must never fail the call that warned
+            frame, where = None, ""
         if frame is None:
             warnings.warn(message + where, RuntimeWarning, stacklevel=2)
             return
         module_globals = frame.f_globals
+        # (no module_globals: a loader's source, absent for `python -c`, is not needed)
         warnings.warn_explicit(
             message + where,
             RuntimeWarning,
@@ -51,8 +51,18 @@ class _Teller:
             frame.f_lineno,
             module=module_globals.get("__name__", "<string>"),
             registry=module_globals.setdefault("__warningregistry__", {}),
-            module_globals=module_globals,
         )
+
+
+def _users_frame(frame: Any) -> tuple[Any, str]:
+    """The first frame outside ``tape`` and the rules from ``frame`` out, and, where the
+    warning came from a rule of the reverse pass, which record's."""
+    where = ""
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        if not where:
+            where = _reverse_pass_record(frame)
+        frame = frame.f_back
+    return frame, where
 
 
 def _reverse_pass_record(frame: Any) -> str:

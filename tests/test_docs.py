@@ -4,6 +4,7 @@ import doctest
 import importlib.util
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,50 @@ def test_the_documentation_builds_in_strict_mode(tmp_path):
     for name in ("grad", "Tape", "to_dot"):
         assert f'id="tape.{name}"' in api or f'id="tape.graph.{name}"' in api
     assert "&gt;&gt;&gt;" in api  # the docstrings' examples are there, as code
+    # the engine's hooks in a section of their own, after everything users call
+    assert api.find('id="tape.Tape.add"') > api.find('id="extending-the-engine"') > api.find(
+        'id="tape.Tape.text"'
+    )
+    # the grad guide's table of other transforms renders as one table, vmap in it
+    guide = (tmp_path / "site" / "guide" / "grad" / "index.html").read_text()
+    (table,) = re.findall(r"<table>.*?</table>", guide, re.S)
+    for name in ("vjp(f, *args)", "vmap(f, in_axes=0, out_axes=0)", "stop_gradient(x)",
+                 "at(x)[i].set(v)"):  # fmt: skip
+        assert f"<code>{name}</code>" in table, name
+    assert table.count("<tr>") == 11 and "| <code>" not in guide
+    # the copy button leaves out the prompts and output of a session
+    assert guide.count('class="gp"') > 10 and "stylesheets/copy.css" in guide
+    css = (tmp_path / "site" / "stylesheets" / "copy.css").read_text()
+    assert "[data-md-copying] .gp" in css and "[data-md-copying] .go" in css
+
+
+def test_the_performance_guide_quotes_the_latest_results():
+    guide = (DOCS / "guide" / "performance.md").read_text()
+    small = (ROOT / "benchmarks" / "results-small-arrays.md").read_text()
+    section = guide.split("## Loops over small arrays", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    assert len(rows) == 5 and all(row in small.splitlines() for row in rows)
+    text = " ".join(section.split())
+    ratios = {}
+    compiles = []
+    for row in rows[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for column, cell in zip(("hand", "tape", "compiled", "autograd", "torch", "jax", "jit"),
+                                cells[1:]):  # fmt: skip
+            found = re.search(r"\((\d+\.\d+)×\)", cell)
+            if found:
+                ratios.setdefault(column, []).append(float(found.group(1)))
+        compiles += [float(c) for c in re.findall(r"\+ (\d+(?:\.\d+)?) s compile", cells[-1])]
+    compiled = ratios["compiled"]
+    assert f"({min(compiled):.1f} to {max(compiled):.1f} times here)" in text
+    assert f"about {round(statistics.mean(ratios['tape']))} times" in text
+    assert f"{round(statistics.mean(ratios['tape']))} times the hand-written gradient" in text
+    faster = 1 / max(ratios["jit"])
+    assert f"about {round(faster, -1):.0f} times faster than the hand-written NumPy" in text
+    assert f"({min(compiles):.0f} to {max(compiles):.0f} s here" in text
+    results = (ROOT / "benchmarks" / "results.md").read_text()
+    (matmul,) = [line for line in results.splitlines() if line.startswith("| `sum(tanh(A @ B)")]
+    ratio = re.search(r"\((\d+\.\d+)×\)", matmul.split("|")[3]).group(1)
+    assert f"about {ratio} times the hand-written gradient at 1000 × 1000" in " ".join(
+        guide.split()
+    )

@@ -102,3 +102,24 @@ def test_the_users_own_error_state_is_kept():
         with pytest.raises(RuntimeWarning, match="divide by zero encountered in log"):
             grad(log_sum)(np.array([0.0, 1.0]))
     assert np.geterr()["divide"] == "warn"  # and nothing is left changed
+
+
+def test_a_compiled_replay_warns_at_the_callers_line():
+    from tape import compile_grad
+
+    g = compile_grad(log_sum, np.ones(2))
+    seen = caught(lambda: g(np.array([0.0, 1.0])))  # REPLAY_LINE
+    assert seen and all(w.filename == HERE for w in seen)
+    assert {w.lineno for w in seen} == {line_of("REPLAY_LINE")}
+
+
+def test_a_script_without_a_source_file_warns_too():
+    import subprocess
+    import sys
+
+    code = "import numpy as np, tape\ntape.grad(lambda x: np.sum(np.log(x)))(np.zeros(1))\n"
+    result = subprocess.run(
+        [sys.executable, "-W", "always", "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert "<string>:2: RuntimeWarning: divide by zero encountered in log" in result.stderr
