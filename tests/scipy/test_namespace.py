@@ -30,6 +30,19 @@ def test_every_module_imports_and_falls_through_to_scipy(name):
         ours.__no_such_name__  # noqa: B018
 
 
+@pytest.mark.parametrize("name", [*MODULES[:-1], "sparse.linalg"])
+def test_dir_lists_the_counterparts_and_scipys_names_not_the_modules_own(name):
+    ours = importlib.import_module(f"tape.scipy.{name}")
+    theirs = importlib.import_module(f"scipy.{name}")
+    listed = dir(ours)
+    assert set(ours.__all__) <= set(listed)
+    assert {n for n in dir(theirs) if not n.startswith("_")} <= set(listed)
+    for internal in ("np", "importlib", "forward", "listing", "annotations", "Any"):
+        if not hasattr(theirs, internal):
+            assert internal not in listed, internal
+    assert not [n for n in listed if n.startswith("_")]
+
+
 def test_the_package_loads_its_modules_lazily():
     import tape.scipy
 
