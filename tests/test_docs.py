@@ -137,3 +137,10 @@ def test_the_performance_guide_quotes_the_latest_results():
     assert f"about {ratio} times the hand-written gradient at 1000 × 1000" in " ".join(
         guide.split()
     )
+
+
+def test_the_index_points_to_every_guide_page():
+    index = (DOCS / "index.md").read_text().split("## Where to go next", 1)[1]
+    for page in sorted((DOCS / "guide").glob("*.md")):
+        assert f"(guide/{page.name})" in index, f"docs/index.md does not point to {page.name}"
+    assert "(glossary.md)" in index
