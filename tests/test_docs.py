@@ -144,3 +144,36 @@ def test_the_index_points_to_every_guide_page():
     for page in sorted((DOCS / "guide").glob("*.md")):
         assert f"(guide/{page.name})" in index, f"docs/index.md does not point to {page.name}"
     assert "(glossary.md)" in index
+
+
+def results_row(prefix):
+    results = (ROOT / "benchmarks" / "results.md").read_text()
+    (row,) = [line for line in results.splitlines() if line.startswith(prefix)]
+    return [c.strip() for c in row.strip().strip("|").split("|")]
+
+
+def ratio_in(cell):
+    return float(re.search(r"\((\d+\.\d+)×\)", cell).group(1))
+
+
+def test_the_guides_mlp_and_per_example_figures_hold_the_latest_results():
+    guide = " ".join((DOCS / "guide" / "performance.md").read_text().split())
+    mlp = results_row("| MLP value and gradient")
+    assert f"`tape` about {ratio_in(mlp[2]):.1f} times" in guide
+    assert f"`compile_grad` (about {ratio_in(mlp[3]):.2f} times)" in guide
+    vmap = (DOCS / "guide" / "vmap.md").read_text()
+    per_example = results_row("| per-example gradients of the MLP")
+    ranges = {
+        "NumPy by hand": (per_example[1], None),
+        "tape `vmap(compile_grad(loss, ...))`": (per_example[3], ratio_in(per_example[3])),
+        "tape `vmap(grad(loss))`": (per_example[2], ratio_in(per_example[2])),
+    }
+    for title, (cell, ratio) in ranges.items():
+        (line,) = [row for row in vmap.splitlines() if row.startswith(f"| {title}")]
+        low, high = map(float, re.search(r"(\d+\.\d+)–(\d+\.\d+) ms", line).groups())
+        value, unit = re.match(r"(\d+(?:\.\d+)?) (µs|ms)", cell).groups()
+        ms = float(value) / (1000 if unit == "µs" else 1)
+        assert low <= round(ms, 2) <= high, (title, cell, line)
+        if ratio is not None:
+            rlow, rhigh = map(float, re.search(r"\| (\d+\.\d+)–(\d+\.\d+) \|", line).groups())
+            assert rlow <= ratio <= rhigh, (title, ratio, line)
