@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .registry import holds_node
+
 __all__ = ["scipy_caller", "covered"]
 
 
@@ -54,10 +56,14 @@ def _distribution(frame: Any) -> str:
     return name
 
 
-def scipy_caller(frame: Any) -> tuple[str, str] | None:
+def scipy_caller(frame: Any) -> tuple | None:
     """``(SciPy's function, tape's counterpart)``, as dotted names, when SciPy code on the
     stack from ``frame`` up is converting a node; None otherwise. The outermost SciPy
     function with a counterpart wins: the one the user called, not its helpers.
+
+    A solver of ``scipy.integrate`` or ``scipy.optimize`` that was not handed the node
+    (it came through the function the solver calls: a closure) gives a third entry,
+    True; one with no counterpart (``quad``, ``least_squares``) then has ``""`` for it.
 
     >>> import sys
     >>> scipy_caller(sys._getframe()) is None
@@ -66,13 +72,17 @@ def scipy_caller(frame: Any) -> tuple[str, str] | None:
     from . import linalg
 
     names = covered()
-    found = None
+    found = solver = None
     start = frame
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if module.startswith("scipy."):
             family = module.split(".")[1]
             name = frame.f_code.co_name
+            closure = family in SOLVERS and _public(f"scipy.{family}", name)
+            closure = closure and not _handed_a_node(frame)
+            if closure:
+                solver = f"scipy.{family}.{name}", "", True  # a solver with no counterpart
             if family == "stats":
                 methods = names["stats"].get(_distribution(frame), ())
                 if name in methods:
@@ -80,13 +90,29 @@ def scipy_caller(frame: Any) -> tuple[str, str] | None:
                     found = f"scipy.{dotted}", f"tape.scipy.{dotted}"
             elif name in names.get(family, ()):
                 found = f"scipy.{family}.{name}", f"tape.scipy.{family}.{name}"
+                found += (True,) if closure else ()
         frame = frame.f_back
     if found is None:
         ours = linalg.scipy_counterpart(start)  # sees through SciPy's batching wrapper
         if ours:
             name = ours.rpartition(".")[2]
             found = f"scipy.linalg.{name}", f"tape.scipy.linalg.{name}"
-    return found
+    return found or solver
+
+
+def _handed_a_node(frame: Any) -> bool:
+    """Whether a node is among the arguments of the call running in ``frame``."""
+    code = frame.f_code
+    count = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04)
+    local = frame.f_locals
+    return any(holds_node(local.get(name)) for name in code.co_varnames[:count])
+
+
+def _public(module: str, name: str) -> bool:
+    """Whether ``name`` is a public function of the SciPy module ``module``."""
+    import sys
+
+    return not name.startswith("_") and hasattr(sys.modules.get(module), name)
 
 
 def sparse_operator(frame: Any) -> bool:

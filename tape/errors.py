@@ -129,11 +129,20 @@ STALE = (
 )
 
 
-SOLVERS = ("scipy.integrate.", "scipy.optimize.")
-
-
-def scipy_conversion(scipy_name: str, ours: str) -> str:
-    if scipy_name.startswith(SOLVERS):
+def scipy_conversion(scipy_name: str, ours: str, closure: bool = False) -> str:
+    """What to write instead when SciPy's ``scipy_name`` converts a node: call ``ours``;
+    for a solver met through a ``closure``, pass the parameters through ``args=``."""
+    if closure and not ours:
+        return (
+            f"{scipy_name} met a node through the function it calls (a closure or a global "
+            "holding a node), and converts what that function returns to an ndarray, which "
+            f"would cut the node off the tape. tape.scipy has no counterpart of {scipy_name}: "
+            "use one that has (tape.scipy.integrate: solve_ivp, odeint; tape.scipy.optimize: "
+            "root, root_scalar, minimize, fixed_point, brentq, ...), passing the values to "
+            "differentiate in through args=(...), or make the computation a primitive with "
+            "its own rule (tape.primitive, tape.sensitivity)"
+        )
+    if closure:
         return (
             f"{scipy_name} met a node through the function it calls (a closure or a global "
             "holding a node), and converts what that function returns to an ndarray, which "

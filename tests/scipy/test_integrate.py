@@ -206,3 +206,22 @@ def test_scipys_own_solvers_met_through_a_closure_name_the_counterpart_and_args(
     y0 = np.array([1.0])
     g = grad(lambda k: ours.odeint(lambda y, t, k: -k * y, y0, [0.0, 1.0], args=(k,))[-1, 0])
     np.testing.assert_allclose(g(0.5)[0], -np.exp(-0.5), rtol=1e-5)
+
+
+def test_a_solver_without_a_counterpart_or_handed_the_node_says_what_fits():
+    from tape import NodeConversionError
+
+    with pytest.raises(NodeConversionError) as info:
+        grad(lambda a: si.quad(lambda x: a * x, 0.0, 1.0)[0])(0.5)
+    message = str(info.value)
+    assert message.startswith("scipy.integrate.quad met a node through the function it calls")
+    assert "tape.scipy has no counterpart of scipy.integrate.quad" in message
+    assert "args=(...)" in message
+    # a node handed to SciPy's solver itself: the counterpart, as for any SciPy function
+    with pytest.raises(NodeConversionError) as info:
+        grad(lambda y0: si.odeint(lambda y, t: -y, y0, [0.0, 1.0])[-1, 0])(np.ones(1))
+    assert str(info.value).startswith("scipy.integrate.odeint converts its arguments")
+    assert "tape.scipy.integrate.odeint" in str(info.value)
+    with pytest.raises(NodeConversionError) as info:  # not a solver: the usual message
+        grad(lambda y: si.simpson(y))(np.ones(5))
+    assert "met a node through" not in str(info.value)
