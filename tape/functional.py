@@ -390,7 +390,9 @@ def grad(
     """The gradient of scalar-valued ``f``.
 
     ``grad(f)(x, y)`` returns a tuple with one gradient per positional argument, or per
-    entry of ``argnums``; an int ``argnums`` returns that one gradient alone. Each
+    entry of ``argnums``; an int ``argnums`` returns that one gradient alone. The tuple
+    (a ``Gradients``) raises a ``TypeError`` that shows how to take the gradients out
+    where NumPy would turn it into an array (``x - grad(f)(x)``). Each
     gradient has its argument's shape, dtype and container structure (tuple, list, dict,
     namedtuple); an argument that the output does not depend on gets zeros.
 
