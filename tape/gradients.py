@@ -18,13 +18,19 @@ __all__ = ["Gradients"]
 
 
 def _refuse(what: str, count: int) -> NoReturn:
-    parts = "1 gradient" if count == 1 else f"{count} gradients"
-    unpack = "(g,) = grad(f)(x)" if count == 1 else "gx, gy = grad(f)(x, y)"
+    if count == 1:
+        parts, unpack = "1 gradient", "the gradient out of the tuple: `(g,) = grad(f)(x)`"
+    else:
+        parts = f"{count} gradients"
+        unpack = (
+            "the gradients out of the tuple, one name each: `gx, gy = grad(f)(x, y)` (for "
+            "one argument, `(g,) = grad(f)(x)`)"
+        )
     raise TypeError(
         f"{what} the tuple that grad returns, one gradient per argument ({parts}), not an "
-        f"array. Take the gradient out of the tuple: `{unpack}`; or ask for the bare "
-        "gradient with `grad(f, argnums=0)` (SciPy's `jac=True` wants that: "
-        "`minimize(value_and_grad(f, argnums=0), x0, jac=True)`)"
+        f"array. Take {unpack}; or ask for the bare gradient with `grad(f, argnums=0)` "
+        "(SciPy's `jac=True` wants that: `minimize(value_and_grad(f, argnums=0), x0, "
+        "jac=True)`)"
     )
 
 

@@ -4,6 +4,8 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tape import compile_grad, grad, jacobian, tree_map, value_and_grad
 
@@ -73,7 +75,7 @@ def test_the_message_names_the_tuple_and_its_length():
         X - grad(lambda x, y: np.sum(x * y))(X, X)
     message = str(caught.value)
     assert message.startswith("NumPy arithmetic met the tuple that grad returns")
-    assert "(2 gradients)" in message and "gx, gy = grad(f)(x, y)" in message
+    assert "(2 gradients)" in message and "`gx, gy = grad(f)(x, y)`" in message
 
 
 def test_a_bare_gradient_with_an_int_argnums_is_an_array():
@@ -98,3 +100,32 @@ def test_scipy_jac_true_gets_the_message():
         optimize.minimize(value_and_grad(loss), X, jac=True)
     result = optimize.minimize(value_and_grad(loss, argnums=0), X, jac=True)
     np.testing.assert_allclose(result.x, 0 * X, atol=1e-6)
+
+
+UFUNCS = [u for u in vars(np).values() if isinstance(u, np.ufunc) and u.nin in (1, 2)]
+
+
+@pytest.mark.parametrize("ufunc", UFUNCS, ids=[u.__name__ for u in UFUNCS])
+def test_every_ufunc_refuses_the_tuple_in_every_position(ufunc):
+    g = grad(lambda a, b: np.sum(a * b))(X, X)
+    positions = [(g,)] if ufunc.nin == 1 else [(g, X), (X, g), (1.0, g), (g, 2)]
+    for args in positions:
+        with pytest.raises(TypeError, match=FIX):
+            ufunc(*args)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 4), st.sampled_from([(), (3,), (2, 2)]))
+def test_tuple_behaviours_for_any_number_of_arguments(n, shape):
+    args = [np.full(shape, float(i + 1)) for i in range(n)]
+    f = lambda *a: sum(np.sum(x**2) for x in a)  # noqa: E731
+    g = grad(f)(*args)
+    plain = tuple(2 * a for a in args)
+    assert isinstance(g, tuple) and len(g) == n
+    for got, want in zip(g, plain):
+        np.testing.assert_array_equal(got, want)
+    *head, last = g
+    np.testing.assert_array_equal(last, plain[-1])
+    assert repr(g) == repr(tuple(g)) and g[::-1] == tuple(g)[::-1] or shape
+    with pytest.raises(TypeError, match=r"\(\d gradients?\)"):
+        np.asarray(g)
