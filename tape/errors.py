@@ -107,6 +107,13 @@ TO_NUMBER = (
     "take node.value for a constant"
 )
 
+CANNOT_PICKLE = (
+    "cannot pickle a node: it is a record on a tape of this process, and cannot leave it "
+    "(pickle, copyreg, multiprocessing, cloudpickle); pickle its value instead "
+    "(tape.stop_gradient(x), or node.value), or return the arrays you need from the "
+    "differentiated function"
+)
+
 STALE = (
     "this node belongs to a tape whose gradient was already taken and cleared: a node "
     "escaped from the function given to grad (kept in a global, a list or a closure). "

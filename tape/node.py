@@ -18,7 +18,9 @@ from sensitivities import astype, registry
 from sensitivities.counterparts import scipy_caller, sparse_operator
 from sensitivities.registry import foreign_handler
 
+from .duck_arrays import is_duck_array
 from .errors import (
+    CANNOT_PICKLE,
     TO_ARRAY,
     TO_NUMBER,
     NodeConversionError,
@@ -135,6 +137,29 @@ class Node(Record):
 
     def __bool__(self) -> bool:
         return plain(bool, (self,))
+
+    # -- copies: np.copy, recorded; a node never leaves its process ----------------------
+
+    def __copy__(self) -> Any:
+        """``copy.copy(x)`` is ``np.copy(x)``: a new node, with the gradient flowing back
+        to ``x``, that later writes to either leave the other alone. A node holding a
+        float or a NumPy scalar is immutable, and is its own copy."""
+        if isinstance(registry.value_of(self), np.ndarray) or is_duck_array(self.value):
+            return apply(np.copy, (self,))
+        return self
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        # copy.deepcopy keeps the memo: a node met twice in a structure is copied once
+        return self.__copy__()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(CANNOT_PICKLE)
+
+    def __reduce__(self) -> Any:
+        raise TypeError(CANNOT_PICKLE)
+
+    def __getstate__(self) -> Any:  # copyreg's own reduction for protocols 0 and 1
+        raise TypeError(CANNOT_PICKLE)
 
     # -- printing: the value, as NumPy shows it (repr shows the record) -------------------
 

@@ -202,3 +202,80 @@ def test_printing_a_node_shows_its_value_as_numpy_does():
 
     assert grad(f)(2.34567) == (np.round(2.34567, 1),)
     assert printed == ["x = 2.35"]
+
+
+# -- copies and pickling ------------------------------------------------------------------
+
+
+def test_deepcopy_and_copy_are_np_copy_and_the_gradient_flows():
+    import copy
+
+    w = np.array([1.0, -2.0, 3.0])
+    (g,) = grad(lambda p: np.sum(copy.deepcopy(p)["w"] ** 2))({"w": w})
+    np.testing.assert_allclose(g["w"], 2 * w)
+    check_grads(lambda x: copy.copy(x) * x, A)  # a Leaf
+    check_grads(lambda x: copy.copy(x * 2.0) ** 2, A)  # a Branch
+    check_grads(lambda x: copy.deepcopy([x, (x[0], {"k": x})])[1][1]["k"] * x, A)
+    assert grad(lambda s: copy.copy(s) * copy.deepcopy(s))(1.5) == (3.0,)  # a float's node
+
+
+def test_deepcopy_copies_a_node_met_twice_once_as_numpy_does():
+    import copy
+
+    t = Tape()
+    x = Leaf(t, np.array([1.0, 2.0]))
+    y = x * 2.0
+    copied = copy.deepcopy({"a": y, "b": [y, x], "c": x})
+    assert copied["a"] is copied["b"][0] and copied["b"][1] is copied["c"]
+    assert copied["a"] is not y and copied["c"] is not x
+    plain = np.array([1.0, 2.0])
+    reference = copy.deepcopy({"a": plain, "b": [plain]})
+    assert reference["a"] is reference["b"][0]  # what NumPy's arrays do
+
+
+def _written_then_copied(x, copier):
+    y = x * 1.0
+    y[0] = 5.0 * y[1]
+    z = copier(y)
+    z *= 2.0  # neither write shows in the other
+    y += 1.0
+    y[2] = y[2] * z[1]
+    return np.sum(y * np.arange(1.0, 4.0)) + np.sum(z**2)
+
+
+@pytest.mark.parametrize("name", ["copy", "deepcopy", "method"])
+def test_a_copy_of_a_written_node_is_independent_of_it(name):
+    import copy
+
+    from tape import value_and_grad
+
+    copier = {"copy": copy.copy, "deepcopy": copy.deepcopy, "method": lambda v: v.copy()}[name]
+    x = np.array([0.5, -1.5, 2.0])
+    value, _ = value_and_grad(lambda x: _written_then_copied(x, copier))(x)
+    assert value == _written_then_copied(x.copy(), copier)  # NumPy on the ndarray
+    check_grads(lambda x: _written_then_copied(x, copier), x)
+
+
+@pytest.mark.parametrize("protocol", range(6))
+def test_pickling_a_node_says_it_cannot_leave_its_process(protocol):
+    import copyreg
+    import pickle
+
+    t = Tape()
+    for node in (Leaf(t, np.ones(2)), Leaf(t, 1.0) * 2.0, [Leaf(t, 0.5)], {"k": Leaf(t, 0.5)}):
+        with pytest.raises(TypeError, match="cannot pickle a node.*cannot leave"):
+            pickle.dumps(node, protocol=protocol)
+    for node in (Leaf(t, np.ones(2)), Leaf(t, 1.0) * 2.0):
+        with pytest.raises(TypeError, match="cannot pickle a node"):
+            node.__reduce_ex__(protocol)
+        if protocol < 2:
+            with pytest.raises(TypeError, match="cannot pickle a node"):
+                copyreg._reduce_ex(node, protocol)  # what protocols 0 and 1 fall back on
+    with pytest.raises(TypeError, match="cannot pickle a node"):
+        grad(lambda x: pickle.loads(pickle.dumps(x)) * x)(1.0)
+
+
+def test_cloudpickle_refuses_a_node_too():
+    cloudpickle = pytest.importorskip("cloudpickle")
+    with pytest.raises(TypeError, match="cannot pickle a node"):
+        cloudpickle.dumps(Leaf(Tape(), np.ones(2)))
