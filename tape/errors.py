@@ -128,6 +128,29 @@ def scipy_conversion(scipy_name: str, ours: str) -> str:
     )
 
 
+_MASKED = (
+    "a masked array, whose mask changes what its operations and reductions count; pass "
+    "its data and use the mask explicitly: np.where(mask, 0.0, x), x[~mask], or "
+    "np.average(x, weights=~mask)"
+)
+_SEMANTICS = (
+    ". tape follows ndarray semantics, and would compute another program's value and gradient"
+)
+MASKED_CONVERSION = "a masked array's operation (np.ma) got a node and " + _MASKED + _SEMANTICS
+
+
+def subclass_constant(f: Any, a: Any) -> str:
+    """The message for an ``np.matrix`` or a masked array that meets a node in ``f``."""
+    if isinstance(a, np.matrix):
+        what = (
+            "an np.matrix, whose * and ** are matrix products and whose results stay 2-D; "
+            "pass np.asarray(m) and write @ for the matrix product"
+        )
+    else:
+        what = _MASKED
+    return f"{function_name(f)} got a node and {what}{_SEMANTICS}"
+
+
 def in_place(name: str, instead: str) -> str:
     return (
         f"x.{name}() changes an array in place, which the tape cannot record; "

@@ -21,6 +21,7 @@ from sensitivities.registry import foreign_handler
 from .duck_arrays import is_duck_array
 from .errors import (
     CANNOT_PICKLE,
+    MASKED_CONVERSION,
     TO_ARRAY,
     TO_NUMBER,
     NodeConversionError,
@@ -128,6 +129,8 @@ class Node(Record):
         counterpart = scipy_caller(sys._getframe(1))
         if counterpart:
             raise NodeConversionError(scipy_conversion(*counterpart))
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("numpy.ma"):
+            raise NodeConversionError(MASKED_CONVERSION)  # masked * node: np.ma converts
         raise NodeConversionError(TO_ARRAY)
 
     def __float__(self) -> float:
