@@ -114,6 +114,15 @@ CANNOT_PICKLE = (
     "differentiated function"
 )
 
+COMPILED_SWAP = (
+    "compiled code (np.random.Generator.shuffle, np.random.shuffle) wrote a view of a node "
+    "into the node itself, x[i] = x[j]: it shuffles a node of two or more axes as a "
+    "sequence of rows, which are views of it, and would duplicate rows where NumPy permutes "
+    "an ndarray's. Shuffle by indexing instead: x = x[rng.permutation(len(x))] gives the "
+    "rows rng.shuffle(x) would, from the same generator state, and the gradient flows back "
+    "through the permutation"
+)
+
 STALE = (
     "this node belongs to a tape whose gradient was already taken and cleared: a node "
     "escaped from the function given to grad (kept in a global, a list or a closure). "

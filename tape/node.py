@@ -8,6 +8,7 @@ decides anything about the tape: that is recording's business.
 
 from __future__ import annotations
 
+import dis
 import operator
 import sys
 from typing import Any, Callable, Iterator
@@ -21,6 +22,7 @@ from sensitivities.registry import foreign_handler
 from .duck_arrays import is_duck_array
 from .errors import (
     CANNOT_PICKLE,
+    COMPILED_SWAP,
     MASKED_CONVERSION,
     TO_ARRAY,
     TO_NUMBER,
@@ -301,6 +303,10 @@ class Node(Record):
         respect to ``v`` and to the value ``x`` had before (see ``tape.inplace``). ``v``
         is cast to ``x``'s dtype and must broadcast to ``x[index]``, with NumPy's errors.
         A node holding a Python float or a NumPy scalar has no items, as in NumPy."""
+        alias = getattr(value, "alias", None)
+        if alias is not None and alias.view_of is not None and alias.view_of[0] is self:
+            if _called_from_compiled_code(sys._getframe(1)):
+                raise TypeError(COMPILED_SWAP)
         set_item(self, index, value)
 
     def __len__(self) -> int:
@@ -435,6 +441,18 @@ class Node(Record):
             "node.tolist() would return plain Python numbers and lose the gradient; iterate "
             "over the node (list(x), x[i]) to keep it, or take node.value.tolist() for constants"
         )
+
+
+_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+
+
+def _called_from_compiled_code(frame: Any) -> bool:
+    """Whether ``x[i] = v`` was called from compiled code (np.random.Generator.shuffle's
+    loop over a sequence): the nearest Python frame is then in a call, not at ``x[i] = v``."""
+    try:
+        return frame.f_code.co_code[frame.f_lasti] != _STORE_SUBSCR
+    except (AttributeError, IndexError):
+        return False
 
 
 # Operands a node's operators take as NumPy does, without asking the registry whether they

@@ -279,3 +279,69 @@ def test_cloudpickle_refuses_a_node_too():
     cloudpickle = pytest.importorskip("cloudpickle")
     with pytest.raises(TypeError, match="cannot pickle a node"):
         cloudpickle.dumps(Leaf(Tape(), np.ones(2)))
+
+
+# -- functions that write into their argument: random shuffles --------------------------
+
+SHUFFLES = {
+    "Generator.shuffle": lambda y: np.random.default_rng(7).shuffle(y),
+    "np.random.shuffle": lambda y: np.random.RandomState(7).shuffle(y),
+}
+
+
+def _shuffled_sum(shuffle, x):
+    y = x * 1.0
+    shuffle(y)
+    return np.sum(y * np.arange(1.0, y.size + 1.0).reshape(y.shape)) + np.sum(y[0] ** 2)
+
+
+@pytest.mark.filterwarnings("ignore:you are shuffling")  # NumPy's, for a non-ndarray
+@pytest.mark.parametrize("name", SHUFFLES)
+def test_a_shuffle_of_a_vector_node_permutes_it_as_numpy_does(name):
+    from tape import value_and_grad
+
+    x = np.array([1.0, 5.0, 2.0, 7.0, 3.0, -1.0])
+    f = lambda x: _shuffled_sum(SHUFFLES[name], x)  # noqa: E731
+    value, _ = value_and_grad(f)(x)
+    assert value == f(x.copy())  # the same permutation as NumPy's on the ndarray
+    check_grads(f, x)  # the inverse permutation
+
+
+@pytest.mark.filterwarnings("ignore:you are shuffling")
+@pytest.mark.parametrize("name", SHUFFLES)
+def test_a_shuffle_of_a_node_with_rows_is_refused_where_it_would_duplicate_rows(name):
+    X = np.arange(12.0).reshape(4, 3)
+    with pytest.raises(TypeError, match=r"shuffle.*duplicate rows.*rng\.permutation"):
+        grad(lambda x: _shuffled_sum(SHUFFLES[name], x))(X)
+    # the way the message gives: the rows NumPy's shuffle gives, from the same state
+    shuffled = X.copy()
+    np.random.default_rng(3).shuffle(shuffled)
+    np.testing.assert_array_equal(shuffled, X[np.random.default_rng(3).permutation(len(X))])
+    check_grads(lambda x: x[np.random.default_rng(3).permutation(len(x))] ** 2, X)
+
+
+def test_a_swap_written_in_python_is_numpys_own_swap_of_views():
+    import random
+
+    def swap(x):
+        y = x * 1.0
+        y[0], y[2] = y[2], y[0]  # on an ndarray too the rows are views: row 2 gets row 2
+        random.Random(1).shuffle(y)  # Python's shuffle: the same swaps of views
+        return np.sum(y * np.arange(12.0).reshape(4, 3))
+
+    from tape import value_and_grad
+
+    X = np.arange(12.0).reshape(4, 3) ** 1.5
+    assert value_and_grad(swap)(X)[0] == swap(X.copy())
+    check_grads(swap, X)
+
+
+@pytest.mark.filterwarnings("ignore:you are shuffling")
+def test_random_functions_that_take_an_array_refuse_a_node():
+    x = Leaf(Tape(), np.arange(4.0))
+    rng = np.random.default_rng(0)
+    for call in (rng.permutation, rng.permuted, rng.choice):
+        with pytest.raises(TypeError):
+            call(x)
+    with pytest.raises(NotImplementedError, match="Axis"):  # NumPy's own refusal
+        rng.shuffle(Leaf(Tape(), np.ones((2, 2))), axis=1)
