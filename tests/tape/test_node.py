@@ -112,11 +112,11 @@ def test_methods_with_plain_results_match_numpy():
     assert s.nbytes == s.itemsize == np.float64(2.5).nbytes
 
 
-@pytest.mark.parametrize("name", ["sort", "partition", "fill", "put", "resize"])
-def test_in_place_methods_say_what_to_use_instead(name):
+def test_resize_in_place_says_what_to_use_instead():
+    # sort, partition, fill and put write the node, as NumPy's do (the spellings below)
     x = Leaf(Tape(), A)
-    with pytest.raises(TypeError, match=rf"x\.{name}\(\) changes an array in place.*use "):
-        getattr(x, name)(1)
+    with pytest.raises(TypeError, match=r"x\.resize\(\) changes an array in place.*use "):
+        x.resize(1)
 
 
 def test_astype_keeps_gradients_in_the_input_dtype():
@@ -145,8 +145,16 @@ def test_setitem_writes_the_node_as_numpy_would():
 
 @pytest.mark.parametrize(
     "convert",
-    [np.asarray, np.array, float, int, math.sin, math.exp, lambda n: np.array([n, n]),
-     lambda n: n.item()],
+    [
+        np.asarray,
+        np.array,
+        float,
+        int,
+        math.sin,
+        math.exp,
+        lambda n: np.array([n, n]),
+        lambda n: n.item(),
+    ],
     ids=["asarray", "array", "float", "int", "math.sin", "math.exp", "array-of-nodes", "item"],
 )
 def test_turning_a_node_into_a_constant_is_a_clear_type_error(convert):
@@ -345,3 +353,272 @@ def test_random_functions_that_take_an_array_refuse_a_node():
             call(x)
     with pytest.raises(NotImplementedError, match="Axis"):  # NumPy's own refusal
         rng.shuffle(Leaf(Tape(), np.ones((2, 2))), axis=1)
+
+
+# -- every ndarray spelling: NumPy's result on the value, or tape's own clear error --------
+
+M = np.array([[1.5, -2.0, 3.25], [0.5, 5.0, -1.0]])  # 5.0 is an element, for `in`
+
+
+def _after(method, *args, **kwargs):
+    """An in-place method's effect: the array after ``a.method(*args, **kwargs)``."""
+
+    def run(a):
+        assert getattr(a, method)(*args, **kwargs) is None
+        return a
+
+    return run
+
+
+def _flat_write(a):
+    a.flat[[1, 4]] = [7.0, 8.0]
+    a.flat[0] = -3.0
+    return a
+
+
+SPELLINGS = {
+    # astype and its keywords
+    "astype(float32)": lambda a: a.astype(np.float32),
+    "astype(copy=False)": lambda a: a.astype(np.float64, copy=False),
+    "astype(float32, copy=False)": lambda a: a.astype(np.float32, copy=False),
+    "astype(casting='same_kind')": lambda a: a.astype(np.float32, casting="same_kind"),
+    "astype(casting='safe') of a narrowing": lambda a: a.astype(np.float32, casting="safe"),
+    "astype(casting='no')": lambda a: a.astype(np.float64, casting="no"),
+    "astype(order='F')": lambda a: a.astype(np.float64, order="F"),
+    "astype(order='X')": lambda a: a.astype(np.float64, order="X"),
+    "astype(subok=False)": lambda a: a.astype(np.float32, subok=False),
+    "astype positionally": lambda a: a.astype(np.float32, "C", "unsafe", True, True),
+    # flatten and ravel, every order
+    "flatten()": lambda a: a.flatten(),
+    "flatten('F')": lambda a: a.flatten("F"),
+    "flatten(order='A')": lambda a: a.flatten(order="A"),
+    "flatten('K') of a transpose": lambda a: a.T.flatten("K"),
+    "ravel('F')": lambda a: a.ravel("F"),
+    "ravel(order='K') of a transpose": lambda a: a.T.ravel(order="K"),
+    # operators
+    "divmod(a, c)": lambda a: divmod(a, 0.7),
+    "divmod(c, a)": lambda a: divmod(2.5, a),
+    "divmod(a, a)": lambda a: divmod(a, a[::-1]),
+    "a // c, a % c": lambda a: (a // 0.7, a % -0.7, 3.0 % a),
+    "5.0 in a": lambda a: 5.0 in a,
+    "7.0 in a": lambda a: 7.0 in a,
+    "row in a": lambda a: [0.5, 5.0, -1.0] in a,
+    "a & 1": lambda a: a & 1,
+    "1 | a": lambda a: 1 | a,
+    "a ^ a": lambda a: a ^ a,
+    "a << 1": lambda a: a << 1,
+    "2 >> a": lambda a: 2 >> a,
+    "~a": lambda a: ~a,
+    "round(a[0, 0])": lambda a: round(a[0, 0]),
+    "round(a[0, 0], 1)": lambda a: round(a[0, 1], 1),
+    "round(a, 1)": lambda a: round(a, 1),
+    "format(a[0, 0], '.3f')": lambda a: format(a[0, 0], ".3f"),
+    "format(a, '')": lambda a: format(a, ""),
+    "format(a, '.2f')": lambda a: format(a, ".2f"),
+    "bool(size 1)": lambda a: bool(a[1:, 1:2]),
+    "bool(size 6)": lambda a: bool(a),
+    "len(a)": lambda a: len(a),
+    "len(0-d)": lambda a: len(a[0, 0]),
+    "len(0-d array)": lambda a: len(a.sum(keepdims=False).reshape(())),
+    "iter(0-d)": lambda a: list(a.reshape(-1)[0].reshape(())),
+    "list(a)": lambda a: [r for r in a],
+    "operator.index(a[0, 0])": lambda a: operator.index(a[0, 0]),
+    # in-place methods
+    "fill": _after("fill", 2.5),
+    "fill of a sequence": _after("fill", [1.0, 2.0]),
+    "sort()": _after("sort"),
+    "sort(axis=0)": _after("sort", axis=0),
+    "sort(kind='stable')": _after("sort", kind="stable"),
+    "sort(axis=None)": _after("sort", axis=None),
+    "partition(1)": _after("partition", 1),
+    "partition(0, axis=0)": _after("partition", 0, axis=0),
+    "put": _after("put", [0, 4], [9.0, 8.0]),
+    "put repeating": _after("put", [0, 1, 5], 7.0),
+    "put negative": _after("put", [-1], [4.0]),
+    "put mode='wrap'": _after("put", [7, -8], [1.0, 2.0], mode="wrap"),
+    "put mode='clip'": _after("put", [9, -3], [1.0, 2.0], mode="clip"),
+    "put out of bounds": _after("put", [6], [1.0]),
+    "a.flat[...] = v": _flat_write,
+    "a[i] = v in a row": lambda a: (a[1].__setitem__(0, 9.0), a)[1],
+    # flat
+    "flat[3]": lambda a: a.flat[3],
+    "flat[1:4]": lambda a: a.flat[1:4],
+    "flat[[0, 5]]": lambda a: a.flat[[0, 5]],
+    "list(flat)": lambda a: list(a.flat),
+    "len(flat)": lambda a: len(a.flat),
+    # views and copies
+    "view()": lambda a: a.view(),
+    "view(np.ndarray)": lambda a: a.view(np.ndarray),
+    "view(float64)": lambda a: a.view(np.float64),
+    "copy()": lambda a: a.copy(),
+    "copy('F')": lambda a: a.copy("F"),
+    # reshaping
+    "reshape(3, 2)": lambda a: a.reshape(3, 2),
+    "reshape((3, 2))": lambda a: a.reshape((3, 2)),
+    "reshape(-1, order='F')": lambda a: a.reshape(-1, order="F"),
+    "reshape(np.int64(6))": lambda a: a.reshape(np.int64(6)),
+    "transpose()": lambda a: a.transpose(),
+    "transpose(1, 0)": lambda a: a.transpose(1, 0),
+    "transpose((1, 0))": lambda a: a.transpose((1, 0)),
+    "swapaxes(0, 1)": lambda a: a.swapaxes(0, 1),
+    "squeeze()": lambda a: a[:1].squeeze(),
+    "squeeze(axis=0)": lambda a: a[:1].squeeze(axis=0),
+    "T, mT": lambda a: (a.T, a.mT),
+    "shape, ndim, size, dtype, itemsize, nbytes": lambda a: (
+        a.shape,
+        a.ndim,
+        a.size,
+        a.dtype,
+        a.itemsize,
+        a.nbytes,
+    ),
+    # reductions and the rest, with their keywords
+    "sum(axis=0, keepdims=True)": lambda a: a.sum(axis=0, keepdims=True),
+    "sum(0)": lambda a: a.sum(0),
+    "sum(where=)": lambda a: a.sum(where=a > 0),
+    "mean(axis=1, dtype=float32)": lambda a: a.mean(axis=1, dtype=np.float32),
+    "std(ddof=1)": lambda a: a.std(ddof=1),
+    "var(axis=0, ddof=1)": lambda a: a.var(axis=0, ddof=1),
+    "max(axis=1, initial=4.0)": lambda a: a.max(axis=1, initial=4.0),
+    "min(keepdims=True)": lambda a: a.min(keepdims=True),
+    "prod(axis=1)": lambda a: a.prod(axis=1),
+    "cumsum()": lambda a: a.cumsum(),
+    "cumprod(1)": lambda a: a.cumprod(1),
+    "argmax()": lambda a: a.argmax(),
+    "argmax(axis=1, keepdims=True)": lambda a: a.argmax(axis=1, keepdims=True),
+    "argmin(0)": lambda a: a.argmin(0),
+    "argsort(axis=0, kind='stable')": lambda a: a.argsort(axis=0, kind="stable"),
+    "argpartition(1)": lambda a: a.argpartition(1),
+    "all(), any(axis=0)": lambda a: (a.all(), a.any(axis=0)),
+    "clip(0, 3)": lambda a: a.clip(0, 3),
+    "clip(min=0, max=3)": lambda a: a.clip(min=0, max=3),
+    "clip(max=3)": lambda a: a.clip(max=3),
+    "round(1), round(decimals=1)": lambda a: (a.round(1), a.round(decimals=1)),
+    "conj(), conjugate()": lambda a: (a.conj(), a.conjugate()),
+    "real, imag": lambda a: (a.real, a.imag),
+    "diagonal(), diagonal(1)": lambda a: (a.diagonal(), a.diagonal(1)),
+    "trace(), trace(offset=1)": lambda a: (a.trace(), a.trace(offset=1)),
+    "repeat(2, axis=1)": lambda a: a.repeat(2, axis=1),
+    "take([0, 2], axis=1), take([1, 4])": lambda a: (a.take([0, 2], axis=1), a.take([1, 4])),
+    "compress([True, False], axis=0)": lambda a: a.compress([True, False], axis=0),
+    "nonzero()": lambda a: a.nonzero(),
+    "searchsorted": lambda a: a[1].cumsum().searchsorted([0.0, 5.0], side="right"),
+    "dot(v)": lambda a: a.dot(np.ones(3)),
+    "np.choose": lambda a: np.choose([0, 1, 0], a),
+}
+
+# NumPy gives a plain number, bytes or memory; a node refuses, saying why (the gradient)
+REFUSED = {
+    "float(a[0, 0])": lambda a: float(a[0, 0]),
+    "int(a[0, 0])": lambda a: int(a[0, 0]),
+    "complex(a[0, 0])": lambda a: complex(a[0, 0]),
+    "item()": lambda a: a[0, 0].item(),
+    "tolist()": lambda a: a.tolist(),
+    "tobytes()": lambda a: a.tobytes(),
+    "view(int64)": lambda a: a.view(np.int64),
+    "statistics.mean(list(a[0]))": lambda a: __import__("statistics").mean(list(a[0])),
+    "dumps()": lambda a: a.dumps(),
+    "resize": lambda a: a.resize((3, 2)),
+    "shape = ...": lambda a: setattr(a, "shape", (3, 2)),
+    "dtype = ...": lambda a: setattr(a, "dtype", np.int64),
+    "real = ...": lambda a: setattr(a, "real", 1.0),
+    "flat[...] = fewer values": lambda a: a.flat.__setitem__([0, 1, 2], [1.0, 2.0]),
+    **{name: (lambda a, name=name: getattr(a, name)) for name in (
+        "flags", "strides", "base", "ctypes", "data", "byteswap", "setflags")},
+}  # fmt: skip
+
+
+def _plain(result):
+    from sensitivities.registry import value_of
+
+    if isinstance(result, (tuple, list)):
+        return type(result)(_plain(r) for r in result)
+    return value_of(result)
+
+
+def _assert_same(got, want, name):
+    if isinstance(want, (tuple, list)):
+        assert type(got) is type(want) and len(got) == len(want), name
+        for g, w in zip(got, want):
+            _assert_same(g, w, name)
+        return
+    if isinstance(want, (str, bool, int, tuple, np.dtype)) and not isinstance(want, np.generic):
+        assert type(got) is type(want) and got == want, (name, got, want)
+        return
+    assert np.shape(got) == np.shape(want) and np.result_type(got) == np.result_type(want), name
+    np.testing.assert_array_equal(got, want, err_msg=name)
+    if isinstance(want, np.ndarray) and want.ndim > 1:  # the memory order it asked for
+        assert got.flags.f_contiguous == want.flags.f_contiguous, name
+
+
+def _outcome(f, a):
+    try:
+        return f(a), None
+    except Exception as error:  # noqa: BLE001 - the kind of error is what is compared
+        return None, error
+
+
+def _kind(error):
+    return next(k for k in (IndexError, TypeError, ValueError, AttributeError, Exception)
+                if isinstance(error, k))  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("name", SPELLINGS)
+def test_every_ndarray_spelling_gives_numpys_result_on_the_value(name):
+    f = SPELLINGS[name]
+    want, numpy_error = _outcome(f, M.copy())
+    x = Leaf(Tape(), M.copy())
+    got, error = _outcome(f, x)
+    if numpy_error is not None:
+        assert error is not None, f"{name}: NumPy raises {numpy_error!r}, tape gave {got!r}"
+        assert _kind(error) is _kind(numpy_error), (name, error, numpy_error)
+        return
+    assert error is None, f"{name}: NumPy gives {want!r}, tape raised {error!r}"
+    _assert_same(_plain(got), want, name)
+    written = M.copy()
+    f(written)
+    _assert_same(x.value, written, name)  # written in place where the ndarray was
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_spellings_that_would_lose_the_gradient_are_refused_saying_why(name):
+    numpy_result, numpy_error = _outcome(REFUSED[name], M.copy())
+    assert numpy_error is None  # NumPy does it: tape's refusal is its own, and clear
+    with pytest.raises((TypeError, AttributeError), match=r"node|gradient|in place|NumPy"):
+        REFUSED[name](Leaf(Tape(), M.copy()))
+
+
+GRADIENT_SPELLINGS = [
+    "astype(order='F')", "flatten('F')", "flatten('K') of a transpose",
+    "divmod(a, c)", "divmod(c, a)", "sort()", "sort(axis=0)", "partition(1)", "put",
+    "put repeating", "put mode='wrap'", "a.flat[...] = v", "flat[1:4]", "view()", "fill",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", GRADIENT_SPELLINGS)
+def test_the_gradient_of_every_spelling_is_that_of_numpys_program(name):
+    f = SPELLINGS[name]
+
+    def scalar(a):
+        out = f(a * 1.0)  # on a copy: the in-place methods write into it
+        outs = out if isinstance(out, tuple) else (out,)
+        weights = [np.arange(1.0, np.size(o) + 1).reshape(np.shape(o)) for o in outs]
+        return sum(np.sum(o.astype(np.float64) * w) for o, w in zip(outs, weights))
+
+    check_grads(scalar, M + 0.1, rtol=1e-4, atol=1e-5, eps=1e-4)
+
+
+def test_copies_and_views_alias_as_numpys_do():
+    t = Tape()
+    x = Leaf(t, M.copy())
+    same = x.astype(np.float64, copy=False)
+    assert same is x  # NumPy: a.astype(a.dtype, copy=False) is a
+    flat, view = x.flatten(), x.view()
+    flat[0] = 100.0  # a copy: x keeps its value
+    assert x.value[0, 0] == M[0, 0]
+    view[0, 1] = 50.0  # a view: x sees it
+    assert x.value[0, 1] == 50.0
+    row = x.flat[0:3]
+    row[0] = -1.0  # flat[...] is a copy
+    assert x.value[0, 0] == M[0, 0]
