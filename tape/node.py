@@ -587,6 +587,7 @@ class Node(Record):
             flat = np.where(flat < 0, flat + size, flat)
         if flat.size == 0:
             return
+        values = _as_array(values)
         repeated = np.ravel(values)[np.arange(flat.size) % np.size(values)]
         set_item(self, np.unravel_index(flat, self.shape), repeated)
 
@@ -667,6 +668,16 @@ _MEMORY_ATTRIBUTES = frozenset(
 )  # fmt: skip
 
 
+def _as_array(values: Any) -> Any:
+    """``values`` as NumPy reads a value to write: a list or tuple (of numbers, or of
+    nodes, stacked) becomes one array; a node or an array stays as it is."""
+    if type(values) is not list and type(values) is not tuple:
+        return values
+    if innermost_tape(values) is None:
+        return np.asarray(values)
+    return np.stack([_as_array(v) for v in values])
+
+
 def _probe(node: Any) -> Any:
     """A plain copy of ``node``'s value, for NumPy to raise its own errors on: an in-place
     method of a node that NumPy would refuse raises before anything is recorded."""
@@ -715,8 +726,7 @@ class _Flat:
 
     def __setitem__(self, index: Any, value: Any) -> None:
         node = self.node
-        if innermost_tape((value,)) is None:
-            value = np.asarray(value)  # a list of numbers, as NumPy reads it
+        value = _as_array(value)
         positions = np.arange(node.size)[index]
         if np.size(value) not in (1, np.size(positions)):
             raise TypeError(
