@@ -341,6 +341,7 @@ def _forward_and_reverse(
             value, grads, aux = _reverse(out, tape, inputs, nums, fname, who, has_aux)
         finally:
             tape.records.clear()  # break node <-> tape cycles so memory goes back at once
+            tape.prints.clear()  # and a node the caller keeps holds no fingerprints
     return value, (grads[0] if single else tuple(grads)), aux
 
 

@@ -100,6 +100,13 @@ class Tape:
             if observer is not None:
                 observer.recorded(record)
 
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError("cannot pickle or copy a tape: its records cannot leave this process")
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        # copying each record would record a copy of it on this very tape, without end
+        raise TypeError("cannot copy a tape; copy the values you need (node.value)")
+
     def plain(self, f: Any, args: tuple, kwargs: Any, result: Any) -> None:
         """Told of every plain result ``f(*args, **kwargs)`` computed from this tape's
         nodes. Nothing to do on an ordinary tape."""

@@ -2,6 +2,7 @@
 DESIGN.md shows, and a Branch made by hand is the one recording makes."""
 
 import numpy as np
+import pytest
 
 from tape import Branch, Leaf, Tape, grad, propagate, reverse_tape
 
@@ -68,3 +69,16 @@ def test_a_branch_made_by_hand_is_one_recording_makes():
     assert (by_hand.pos, recorded.pos) == (1, 2)
     rt = propagate(t, reverse_tape(by_hand + recorded))
     assert rt[x] == 2 * np.cos(0.5)
+
+
+def test_a_tape_cannot_be_pickled_or_deep_copied():
+    import copy
+    import pickle
+
+    t = Tape()
+    x = Leaf(t, np.ones(2))
+    x * 2.0
+    for how in (pickle.dumps, copy.deepcopy, copy.copy):
+        with pytest.raises(TypeError, match="tape"):
+            how(t)
+    assert len(t) == 2  # nothing recorded by the attempt
