@@ -99,7 +99,8 @@ def _fingerprint_against(a: np.ndarray, last: Any) -> Any:
         and a.dtype.kind in "biufc"
         and a.flags.c_contiguous
     ):
-        if np.array_equal(a.reshape(-1).view(np.uint64), np.frombuffer(last, np.uint64)):
+        bits = (a if a.ndim == 1 else a.reshape(-1)).view(np.uint64)
+        if (bits == np.frombuffer(last, np.uint64)).all():
             return last
         return fingerprint(a)
     print_ = fingerprint(a)
