@@ -137,6 +137,8 @@ def _message(node: Any, key: Any) -> str:
         what = "the value of" if hasattr(node, "f") else "the input held by"
     elif isinstance(key, str):
         what = f"keyword argument {key!r} of"
+    elif isinstance(key, tuple) and isinstance(key[0], str):
+        what = f"element {key[1]} of keyword argument {key[0]!r} of"
     elif isinstance(key, tuple):
         what = f"element {key[1]} of argument {key[0]} of"
     else:

@@ -163,6 +163,8 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
                 return apply_with_keyword_nodes(f, args, kwargs)
             elif isinstance(v, _ndarray):
                 seal = sealed_subclass(seal, k, v, f, tape)
+            elif type(v) is list or type(v) is tuple:  # of constants only, as seen above
+                seal = _unwrap_sequence(f, k, v, tape, with_rules, seal)[1]
     else:
         kwargs = _NO_KWARGS
         if f in _SCALAR_ARITHMETIC and (

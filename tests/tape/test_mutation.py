@@ -228,3 +228,23 @@ def test_a_change_between_reads_is_caught_however_often_the_array_is_read(size, 
         changed = False
     # the reverse pass sees c as it is at the end: any read of other bytes is refused
     assert changed == any(b != c.tobytes() for b in seen)
+
+
+def test_arrays_in_a_list_passed_by_keyword_are_sealed_too():
+    from tape import grad, primitive, sensitivity
+
+    @primitive
+    def weighted(x, *, weights):
+        return x * weights[0] + weights[1]
+
+    sensitivity(weighted, 0)(lambda y, ybar, x, *, weights: ybar * weights[0])
+    w = [np.array([1.0, 2.0]), np.array([0.5, 0.5]).view(_Tagged)]
+
+    def f(x, k):
+        y = np.sum(weighted(x, weights=w))
+        w[k][0] = 7.0
+        return y
+
+    for k in (0, 1):
+        with pytest.raises(MutationError, match=rf"element {k} of keyword argument 'weights'"):
+            grad(f, argnums=0)(np.ones(2), k)
