@@ -631,6 +631,10 @@ class Node(Record):
         ``x.flat[i] = v`` writes them; ``len`` and iteration too."""
         return _Flat(self)
 
+    @flat.setter
+    def flat(self, value: Any) -> None:
+        _Flat(self)[...] = value  # x.flat = v writes every element, as NumPy's does
+
     def __getattr__(self, name: str) -> Any:
         # called only where normal lookup failed: the ndarray attributes of memory and
         # layout (flags, strides, base, ctypes, byteswap...) get an answer that says why

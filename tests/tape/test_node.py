@@ -439,6 +439,10 @@ SPELLINGS = {
     "put mode='clip'": _after("put", [9, -3], [1.0, 2.0], mode="clip"),
     "put out of bounds": _after("put", [6], [1.0]),
     "a.flat[...] = v": _flat_write,
+    "a.flat = v": lambda a: (setattr(a, "flat", 2.0), a)[1],
+    "a.flat = values": lambda a: (setattr(a, "flat", np.arange(6.0)), a)[1],
+    "divmod(a, 0)": lambda a: divmod(a, 0.0),
+    "np.astype(copy=False)": lambda a: np.astype(a, np.float64, copy=False),
     "a[i] = v in a row": lambda a: (a[1].__setitem__(0, 9.0), a)[1],
     # flat
     "flat[3]": lambda a: a.flat[3],
@@ -563,7 +567,7 @@ def _kind(error):
                 if isinstance(error, k))  # fmt: skip
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::RuntimeWarning")
 @pytest.mark.parametrize("name", SPELLINGS)
 def test_every_ndarray_spelling_gives_numpys_result_on_the_value(name):
     f = SPELLINGS[name]
