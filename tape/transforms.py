@@ -27,7 +27,7 @@ from .functional import (
     record_inputs,
 )
 from .node import Node
-from .recording import current
+from .recording import current, plain
 from .records import Leaf, Tape
 from .reverse import ReverseTape, propagate
 from .trees import tree_flatten, tree_leaves_like, tree_map, tree_unflatten
@@ -598,11 +598,16 @@ def stop_gradient(x: Any) -> Any:
     >>> grad(lambda x: x * stop_gradient(x))(3.0)  # d/dx [x * c] with c = x = 3
     (3.0,)
     """
-    return tree_map(_constant, x)
+    return tree_map(_stopped, x)
+
+
+def _stopped(x: Any) -> Any:
+    # a node's value is a plain result computed from the tape (plain tells the tape, and
+    # a compiled replay then computes it again from its new inputs rather than keep it)
+    return plain(_constant, (x,)) if isinstance(x, Node) else _constant(x)
 
 
 def _constant(x: Any) -> Any:
-    x = value_of(x)
     if isinstance(x, np.ndarray):
         return x.copy()
     return np.copy(x) if is_duck_array(x) else x

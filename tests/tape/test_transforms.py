@@ -223,6 +223,18 @@ def test_stop_gradient_returns_a_copy_as_np_copy_does():
     np.testing.assert_allclose(g, 10.0 * x)  # d/dx sum(c * x), c = 10 x held constant
 
 
+def test_stop_gradient_under_compile_grad_is_the_new_inputs_value():
+    from tape import compile_grad
+
+    def f(x):
+        return np.sum(x * stop_gradient(x) ** 2)  # gradient c ** 2, c = x held constant
+
+    compiled = compile_grad(f, np.array([1.0, 2.0]))
+    for x in (np.array([3.0, -1.0]), np.array([0.5, 4.0]), np.array([1.0, 2.0])):
+        np.testing.assert_allclose(compiled(x)[0], x**2)
+        np.testing.assert_allclose(grad(f)(x)[0], x**2)
+
+
 def test_pullbacks_and_tangents_are_never_the_callers_arrays():
     x, cotangent = np.array([1.0, 2.0, 3.0]), np.array([1.0, -1.0, 0.5])
     for f in (lambda x: x, lambda x: x + 0.0, lambda x: x[::1]):
