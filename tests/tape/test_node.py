@@ -626,3 +626,22 @@ def test_copies_and_views_alias_as_numpys_do():
     row = x.flat[0:3]
     row[0] = -1.0  # flat[...] is a copy
     assert x.value[0, 0] == M[0, 0]
+
+
+@pytest.mark.parametrize(
+    "name", ["flatten()", "flatten('F')", "ravel('F')", "divmod(a, c)", "5.0 in a",
+             "astype(float32)", "astype(order='F')", "reshape(-1, order='F')"],
+)  # fmt: skip
+def test_the_spellings_under_vmap_are_numpys_per_example(name):
+    from tape import vmap
+
+    f = SPELLINGS[name]
+    X = np.stack([M, M[::-1] * 2.0, -M])
+    if name == "5.0 in a":  # a plain answer: one per example, in a Python loop
+        assert [f(x) for x in X] == [True, False, False]
+        return
+    got = vmap(f)(X)
+    want = [f(x) for x in X]
+    for g, w in zip(got if isinstance(got, tuple) else (got,), zip(*want) if isinstance(
+            want[0], tuple) else (want,)):  # fmt: skip
+        np.testing.assert_array_equal(g, np.stack(w))
