@@ -647,14 +647,17 @@ class Node(Record):
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
-_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+# the instructions of x[i] = v and (from Python 3.12) x[a:b] = v
+_STORES = frozenset(
+    dis.opmap[name] for name in ("STORE_SUBSCR", "STORE_SLICE") if name in dis.opmap
+)
 
 
 def _called_from_compiled_code(frame: Any) -> bool:
     """Whether ``x[i] = v`` was called from compiled code (np.random.Generator.shuffle's
     loop over a sequence): the nearest Python frame is then in a call, not at ``x[i] = v``."""
     try:
-        return frame.f_code.co_code[frame.f_lasti] != _STORE_SUBSCR
+        return frame.f_code.co_code[frame.f_lasti] not in _STORES
     except (AttributeError, IndexError):
         return False
 
