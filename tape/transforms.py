@@ -232,9 +232,7 @@ def _vjp(f, nums, args, kwargs):
         tape.records.clear()
         raise
     outs, out_def = tree_flatten(out)
-    y = tree_unflatten(
-        out_def, [output_value(o, tape) for o in outs]
-    )
+    y = tree_unflatten(out_def, [output_value(o, tape) for o in outs])
     return y, _Pullback(tape, outs, out_def, inputs, nums)
 
 

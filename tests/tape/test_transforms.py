@@ -252,8 +252,11 @@ def test_pullbacks_and_tangents_are_never_the_callers_arrays():
 def test_outputs_are_writeable_as_numpys_are():
     x = np.array([1.0, 2.0])
     f = lambda x: np.exp(x) * 2.0  # noqa: E731
-    for y in (vjp(f, x)[0], jvp(f, (x,), (np.ones(2),))[0], grad(
-        lambda x: (np.sum(x), f(x)), has_aux=True)(x)[1]):
+    for y in (
+        vjp(f, x)[0],
+        jvp(f, (x,), (np.ones(2),))[0],
+        grad(lambda x: (np.sum(x), f(x)), has_aux=True)(x)[1],
+    ):
         assert y.flags.writeable == f(x).flags.writeable  # NumPy's own result: writeable
         np.testing.assert_allclose(y, f(x))
         y[0] = 0.0
