@@ -5,6 +5,9 @@ import operator
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from tape import Leaf, Tape, grad
 from tests.fd import check_grads
@@ -645,3 +648,38 @@ def test_the_spellings_under_vmap_are_numpys_per_example(name):
     for g, w in zip(got if isinstance(got, tuple) else (got,), zip(*want) if isinstance(
             want[0], tuple) else (want,)):  # fmt: skip
         np.testing.assert_array_equal(g, np.stack(w))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=hnp.arrays(
+        np.float64, hnp.array_shapes(min_dims=1, max_dims=3, max_side=3), elements=st.floats(-5, 5)
+    ),
+    transposed=st.booleans(),
+    method=st.sampled_from(["flatten", "ravel", "astype"]),
+    order=st.sampled_from(["C", "F", "A", "K"]),
+)
+def test_orders_of_flatten_ravel_and_astype_follow_numpy_with_the_gradient(
+    data, transposed, method, order
+):
+    base = data.T if transposed else data  # a layout of its own: "A" and "K" read it
+
+    def call(a):
+        if method == "astype":
+            return a.astype(np.float64, order=order)
+        return getattr(a, method)(order)
+
+    want = call(base)
+    t = Tape()
+    x = Leaf(t, base)
+    got = call(x).value
+    np.testing.assert_array_equal(got, want)
+    assert got.shape == want.shape
+    weights = np.arange(1.0, want.size + 1).reshape(want.shape)
+    (g,) = grad(lambda a: np.sum(call(a) * weights))(base)
+    # d/da sum(w * call(a)) puts each weight back where call took its element from
+    ids = np.arange(base.size, dtype=float).reshape(base.shape)
+    ids = np.copy(ids, order="F") if transposed else ids  # base's layout, for "A" and "K"
+    expected = np.zeros(base.size)
+    expected[call(ids).astype(int).reshape(-1)] = weights.reshape(-1)
+    np.testing.assert_array_equal(g, expected.reshape(base.shape))
