@@ -340,11 +340,11 @@ class Batched:
 
     conjugate = conj
 
-    def ravel(self, *args: Any) -> Any:
-        return np.ravel(self)
+    def ravel(self, *args: Any, **kwargs: Any) -> Any:
+        return np.ravel(self, *args, **kwargs)  # order= too, as ndarray's
 
-    def flatten(self, *args: Any) -> Any:
-        return np.reshape(self, (-1,))
+    def flatten(self, *args: Any, **kwargs: Any) -> Any:
+        return np.copy(np.ravel(self, *args, **kwargs))  # a copy, in the order asked
 
     def transpose(self, *axes: Any) -> Any:
         axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
@@ -401,6 +401,8 @@ Batched.__neg__ = lambda self: np.negative(self)  # type: ignore[method-assign]
 Batched.__pos__ = lambda self: self  # type: ignore[method-assign]
 Batched.__abs__ = lambda self: np.abs(self)  # type: ignore[method-assign]
 Batched.__invert__ = lambda self: np.invert(self)  # type: ignore[method-assign]
+Batched.__divmod__ = lambda self, other: (self // other, self % other)  # type: ignore[attr-defined]
+Batched.__rdivmod__ = lambda self, other: (other // self, other % self)  # type: ignore[attr-defined]
 Batched.__hash__ = object.__hash__  # type: ignore[method-assign]
 
 

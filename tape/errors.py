@@ -122,6 +122,22 @@ def stores_into_array(frame: Any) -> bool:
     return 0 <= at < len(code) and code[at] == _STORE_SUBSCR
 
 
+CANNOT_PICKLE = (
+    "cannot pickle a node: it is a record on a tape of this process, and cannot leave it "
+    "(pickle, copyreg, multiprocessing, cloudpickle); pickle its value instead "
+    "(tape.stop_gradient(x), or node.value), or return the arrays you need from the "
+    "differentiated function"
+)
+
+COMPILED_SWAP = (
+    "compiled code (np.random.Generator.shuffle, np.random.shuffle) wrote a view of a node "
+    "into the node itself, x[i] = x[j]: it shuffles a node of two or more axes as a "
+    "sequence of rows, which are views of it, and would duplicate rows where NumPy permutes "
+    "an ndarray's. Shuffle by indexing instead: x = x[rng.permutation(len(x))] gives the "
+    "rows rng.shuffle(x) would, from the same generator state, and the gradient flows back "
+    "through the permutation"
+)
+
 STALE = (
     "this node belongs to a tape whose gradient was already taken and cleared: a node "
     "escaped from the function given to grad (kept in a global, a list or a closure). "
@@ -154,6 +170,29 @@ def scipy_conversion(scipy_name: str, ours: str, closure: bool = False) -> str:
         f"{scipy_name} converts its arguments to ndarrays, which would cut this node off the "
         f"tape; call its differentiable counterpart {ours} instead (same arguments)"
     )
+
+
+_MASKED = (
+    "a masked array, whose mask changes what its operations and reductions count; pass "
+    "its data and use the mask explicitly: np.where(mask, 0.0, x), x[~mask], or "
+    "np.average(x, weights=~mask)"
+)
+_SEMANTICS = (
+    ". tape follows ndarray semantics, and would compute another program's value and gradient"
+)
+MASKED_CONVERSION = "a masked array's operation (np.ma) got a node and " + _MASKED + _SEMANTICS
+
+
+def subclass_constant(f: Any, a: Any) -> str:
+    """The message for an ``np.matrix`` or a masked array that meets a node in ``f``."""
+    if isinstance(a, np.matrix):
+        what = (
+            "an np.matrix, whose * and ** are matrix products and whose results stay 2-D; "
+            "pass np.asarray(m) and write @ for the matrix product"
+        )
+    else:
+        what = _MASKED
+    return f"{function_name(f)} got a node and {what}{_SEMANTICS}"
 
 
 def in_place(name: str, instead: str) -> str:

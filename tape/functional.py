@@ -33,6 +33,7 @@ __all__ = [
     "zeros_like_input",
     "own_array",
     "split_aux",
+    "output_value",
 ]
 
 
@@ -309,8 +310,18 @@ def split_aux(out: Any, tape: Tape, fname: str, who: str) -> tuple[Any, Any]:
         )
     value, aux = out
     leaves, treedef = tree_flatten(aux)
-    leaves = [a.value if isinstance(a, Node) and a.tape is tape else a for a in leaves]
-    return value, tree_unflatten(treedef, leaves)
+    return value, tree_unflatten(treedef, [output_value(a, tape) for a in leaves])
+
+
+def output_value(out: Any, tape: Tape) -> Any:
+    """The plain value of an output ``out`` of the differentiated function: a node of
+    ``tape`` gives its value, as NumPy would have returned it, writeable (a copy of an
+    array the tape froze, which its records still read); anything else as it is."""
+    if isinstance(out, Node) and out.tape is tape:
+        out = out.value
+        if type(out) is np.ndarray and not out.flags.writeable:
+            return out.copy()
+    return out
 
 
 def _forward_and_reverse(
@@ -332,6 +343,7 @@ def _forward_and_reverse(
             value, grads, aux = _reverse(out, tape, inputs, nums, fname, who, has_aux)
         finally:
             tape.records.clear()  # break node <-> tape cycles so memory goes back at once
+            tape.prints.clear()  # and a node the caller keeps holds no fingerprints
     return value, (grads[0] if single else Gradients(grads)), aux
 
 
@@ -379,6 +391,8 @@ def value_and_grad(
         value, grads, aux = _forward_and_reverse(f, argnums, args, kwargs, who, has_aux)
         if isinstance(value, np.float64):
             value = float(value)
+        elif type(value) is np.ndarray and not value.flags.writeable:
+            value = value.copy()  # the tape froze it: the caller gets an array of its own
         return ((value, aux) if has_aux else value), grads
 
     return value_and_gradient

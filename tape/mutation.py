@@ -2,11 +2,19 @@
 
 NumPy arrays have no version counter. Arrays the tape computes are made read-only when
 recorded; each array it was handed (a Leaf's input, an ndarray constant among a Branch's
-arguments) is fingerprinted when recorded and checked when the reverse pass reaches the
-record. Scalars are immutable and cost nothing. Small arrays keep a private copy of their
-bytes (exact); larger ones keep the wrap-around sum of their bits (catches any single
-change exactly) and a sum of their values weighted by position (catches rearrangements
-and sign flips): two passes over memory, about 0.5 ms for 8 MB.
+arguments, of any ndarray subclass: ``np.memmap``, a user's own) is fingerprinted when
+recorded and checked when the reverse pass reaches the record. Scalars are immutable and
+cost nothing. Small arrays keep a private copy of their bytes (exact); larger ones keep
+the wrap-around sum of their bits (catches any single change exactly) and a sum of their
+values weighted by position (catches rearrangements and sign flips): two passes over
+memory, about 0.5 ms for 8 MB.
+
+A program that reads the same constant at every step (a simulation's stencil indices)
+pays for it once where it can: records that find an array as the previous record of
+the tape did share that fingerprint (one copy of its bytes kept, not one per record), and
+one reverse pass fingerprints each array once, however many records it checks. A
+read-only array is fingerprinted all the same: an array frozen after a writeable view
+or a ``memoryview`` of it was taken still changes through those.
 """
 
 from __future__ import annotations
@@ -15,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import MutationError, describe
+from .errors import MutationError, describe, subclass_constant
 
-__all__ = ["fingerprint", "sealed", "verify"]
+__all__ = ["fingerprint", "sealed", "sealed_subclass", "verify"]
 
 _SMALL = 128 * 1024  # bytes: up to this size a copy (memcpy) is cheaper than the checksum
 
@@ -33,6 +41,8 @@ def fingerprint(a: np.ndarray) -> Any:
     >>> fingerprint(a) == before
     False
     """
+    if type(a) is not np.ndarray:
+        a = a.view(np.ndarray)  # a subclass's data, without its own reshape or tobytes
     if a.nbytes <= _SMALL or a.dtype.kind not in "biufc":
         return a.tobytes()
     flat = np.ascontiguousarray(a).reshape(-1)
@@ -59,21 +69,66 @@ _WIDTH = 4096
 _COLUMN_WEIGHTS = 1.0 + (np.arange(_WIDTH) * 0.6180339887498949) % 1.0
 
 
-def sealed(seal: list | None, key: Any, a: np.ndarray) -> list:
+def sealed(seal: list | None, key: Any, a: np.ndarray, tape: Any) -> list:
     """``seal`` (a record's list of fingerprints, or None) with ``a``'s added under ``key``:
     -1 for the record's own value, an argument's position, a keyword, or ``(i, j)`` for
-    element ``j`` of a list argument ``i``."""
-    entry = (key, a, fingerprint(a))
+    element ``j`` of a list argument ``i``. ``tape``, the record's, keeps the last
+    fingerprint of each array it sealed, which the next record that finds the array
+    unchanged shares."""
+    prints = tape.prints
+    last = prints.get(id(a))  # (an id that another array had: the comparison tells)
+    print_ = fingerprint(a) if last is None else _fingerprint_against(a, last)
+    if print_ is not last:
+        prints[id(a)] = print_
+    entry = (key, a, print_)
     if seal is None:
         return [entry]
     seal.append(entry)
     return seal
 
 
-def verify(node: Any) -> None:
-    """Raise ``MutationError`` if an array ``node`` recorded has changed since."""
+def _fingerprint_against(a: np.ndarray, last: Any) -> Any:
+    """``fingerprint(a)``, which is ``last`` itself where it is equal: for a small array
+    whose bytes are those of ``last``, found without copying them (a fresh copy costs
+    the page faults of new memory, ten times the comparison)."""
+    if (
+        type(last) is bytes
+        and type(a) is np.ndarray
+        and a.nbytes == len(last)
+        and a.nbytes % 8 == 0
+        and a.dtype.kind in "biufc"
+        and a.flags.c_contiguous
+    ):
+        bits = (a if a.ndim == 1 else a.reshape(-1)).view(np.uint64)
+        if (bits == np.frombuffer(last, np.uint64)).all():
+            return last
+        return fingerprint(a)
+    print_ = fingerprint(a)
+    return last if print_ == last else print_
+
+
+def sealed_subclass(seal: list | None, key: Any, a: np.ndarray, f: Any, tape: Any) -> list:
+    """``sealed`` for an instance of an ndarray subclass among the arguments of ``f``:
+    one that keeps ndarray's meaning (``np.memmap``, most of users' own) is sealed as an
+    ndarray is; ``np.matrix`` and masked arrays, whose operators and reductions mean
+    something else, are refused with a TypeError that says what to pass instead."""
+    if isinstance(a, np.matrix) or isinstance(a, np.ma.MaskedArray):
+        raise TypeError(subclass_constant(f, a))
+    return sealed(seal, key, a, tape)
+
+
+def verify(node: Any, now: dict | None = None) -> None:
+    """Raise ``MutationError`` if an array ``node`` recorded has changed since. ``now``,
+    kept by the caller over one reverse pass, holds the fingerprints taken during it, by
+    the id of the array (each alive in a record's seal meanwhile): one per array."""
     for key, a, print_ in node.seal:
-        if fingerprint(a) != print_:
+        if now is None:
+            current = fingerprint(a)
+        else:
+            current = now.get(id(a))
+            if current is None:
+                current = now[id(a)] = fingerprint(a)
+        if current != print_:
             raise MutationError(_message(node, key))
 
 
@@ -82,6 +137,8 @@ def _message(node: Any, key: Any) -> str:
         what = "the value of" if hasattr(node, "f") else "the input held by"
     elif isinstance(key, str):
         what = f"keyword argument {key!r} of"
+    elif isinstance(key, tuple) and isinstance(key[0], str):
+        what = f"element {key[1]} of keyword argument {key[0]!r} of"
     elif isinstance(key, tuple):
         what = f"element {key[1]} of argument {key[0]} of"
     else:

@@ -8,6 +8,7 @@ decides anything about the tape: that is recording's business.
 
 from __future__ import annotations
 
+import dis
 import operator
 import sys
 from typing import Any, Callable, Iterator
@@ -18,8 +19,12 @@ from sensitivities import astype, registry
 from sensitivities.counterparts import scipy_caller, sparse_operator
 from sensitivities.registry import foreign_handler
 
+from .duck_arrays import is_duck_array
 from .errors import (
     BUFFER,
+    CANNOT_PICKLE,
+    COMPILED_SWAP,
+    MASKED_CONVERSION,
     TO_ARRAY,
     TO_NUMBER,
     NodeConversionError,
@@ -29,7 +34,7 @@ from .errors import (
     stores_into_array,
 )
 from .inplace import augmented, set_item
-from .recording import Record, apply, plain, record_primitive
+from .recording import Record, apply, innermost_tape, plain, record_primitive
 
 __all__ = ["Node"]
 
@@ -129,6 +134,8 @@ class Node(Record):
         counterpart = scipy_caller(caller)
         if counterpart:
             raise NodeConversionError(scipy_conversion(*counterpart))
+        if caller.f_globals.get("__name__", "").startswith("numpy.ma"):
+            raise NodeConversionError(MASKED_CONVERSION)  # masked * node: np.ma converts
         raise NodeConversionError(BUFFER if stores_into_array(caller) else TO_ARRAY)
 
     def __float__(self) -> float:
@@ -142,6 +149,29 @@ class Node(Record):
 
     def __bool__(self) -> bool:
         return plain(bool, (self,))
+
+    # -- copies: np.copy, recorded; a node never leaves its process ----------------------
+
+    def __copy__(self) -> Any:
+        """``copy.copy(x)`` is ``np.copy(x)``: a new node, with the gradient flowing back
+        to ``x``, that later writes to either leave the other alone. A node holding a
+        float or a NumPy scalar is immutable, and is its own copy."""
+        if isinstance(registry.value_of(self), np.ndarray) or is_duck_array(self.value):
+            return apply(np.copy, (self,))
+        return self
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        # copy.deepcopy keeps the memo: a node met twice in a structure is copied once
+        return self.__copy__()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(CANNOT_PICKLE)
+
+    def __reduce__(self) -> Any:
+        raise TypeError(CANNOT_PICKLE)
+
+    def __getstate__(self) -> Any:  # copyreg's own reduction for protocols 0 and 1
+        raise TypeError(CANNOT_PICKLE)
 
     # -- printing: the value, as NumPy shows it (repr shows the record) -------------------
 
@@ -213,6 +243,47 @@ class Node(Record):
             return handler(other, self)  # SciPy's sparse S @ x arrives here
         return apply(np.matmul, (other, self))
 
+    def __divmod__(self, other: Any) -> tuple:
+        # np.divmod(x, y) is (x // y, x % y), as NumPy documents it
+        return apply(np.floor_divide, (self, other)), apply(np.remainder, (self, other))
+
+    def __rdivmod__(self, other: Any) -> tuple:
+        return apply(np.floor_divide, (other, self)), apply(np.remainder, (other, self))
+
+    # bitwise operators: NumPy's ufuncs, which have no gradient (and refuse floats)
+    def __and__(self, other: Any) -> Any:
+        return apply(np.bitwise_and, (self, other))
+
+    def __rand__(self, other: Any) -> Any:
+        return apply(np.bitwise_and, (other, self))
+
+    def __or__(self, other: Any) -> Any:
+        return apply(np.bitwise_or, (self, other))
+
+    def __ror__(self, other: Any) -> Any:
+        return apply(np.bitwise_or, (other, self))
+
+    def __xor__(self, other: Any) -> Any:
+        return apply(np.bitwise_xor, (self, other))
+
+    def __rxor__(self, other: Any) -> Any:
+        return apply(np.bitwise_xor, (other, self))
+
+    def __lshift__(self, other: Any) -> Any:
+        return apply(np.left_shift, (self, other))
+
+    def __rlshift__(self, other: Any) -> Any:
+        return apply(np.left_shift, (other, self))
+
+    def __rshift__(self, other: Any) -> Any:
+        return apply(np.right_shift, (self, other))
+
+    def __rrshift__(self, other: Any) -> Any:
+        return apply(np.right_shift, (other, self))
+
+    def __invert__(self) -> Any:
+        return apply(np.invert, (self,))
+
     # -- augmented assignments write the node in place, as on an ndarray (tape.inplace);
     # a node holding a float or a NumPy scalar is rebound, as those are immutable
 
@@ -239,6 +310,21 @@ class Node(Record):
 
     def __imatmul__(self, other: Any) -> Any:
         return augmented(self, np.matmul, other)
+
+    def __iand__(self, other: Any) -> Any:
+        return augmented(self, np.bitwise_and, other)
+
+    def __ior__(self, other: Any) -> Any:
+        return augmented(self, np.bitwise_or, other)
+
+    def __ixor__(self, other: Any) -> Any:
+        return augmented(self, np.bitwise_xor, other)
+
+    def __ilshift__(self, other: Any) -> Any:
+        return augmented(self, np.left_shift, other)
+
+    def __irshift__(self, other: Any) -> Any:
+        return augmented(self, np.right_shift, other)
 
     def __neg__(self) -> Any:
         return apply(np.negative, (self,))
@@ -280,6 +366,10 @@ class Node(Record):
         respect to ``v`` and to the value ``x`` had before (see ``tape.inplace``). ``v``
         is cast to ``x``'s dtype and must broadcast to ``x[index]``, with NumPy's errors.
         A node holding a Python float or a NumPy scalar has no items, as in NumPy."""
+        alias = getattr(value, "alias", None)
+        if alias is not None and alias.view_of is not None and alias.view_of[0] is self:
+            if _called_from_compiled_code(sys._getframe(1)):
+                raise TypeError(COMPILED_SWAP)
         set_item(self, index, value)
 
     def __len__(self) -> int:
@@ -288,6 +378,10 @@ class Node(Record):
     def __iter__(self) -> Iterator[Any]:
         for i in range(len(self)):
             yield self[i]
+
+    def __contains__(self, item: Any) -> bool:
+        # NumPy's meaning, (x == item).any(): a plain answer, as comparisons give
+        return bool(plain(operator.contains, (self, item)))
 
     @property
     def shape(self) -> tuple:
@@ -306,6 +400,20 @@ class Node(Record):
         value = registry.value_of(self)
         return getattr(value, "dtype", None) or np.result_type(value)
 
+    @shape.setter
+    def shape(self, shape: Any) -> None:
+        raise TypeError(
+            "x.shape = ... reshapes an array in place, which a node cannot do (its shape is "
+            "that of its record); write x = x.reshape(shape)"
+        )
+
+    @dtype.setter
+    def dtype(self, dtype: Any) -> None:
+        raise TypeError(
+            "x.dtype = ... reinterprets an array's bytes in place, which has no gradient; "
+            "use x.astype(dtype) to convert the values"
+        )
+
     @property
     def T(self) -> Any:
         return apply(np.transpose, (self,))
@@ -317,6 +425,18 @@ class Node(Record):
     @property
     def imag(self) -> Any:
         return apply(np.imag, (self,))
+
+    @real.setter
+    def real(self, v: Any) -> None:
+        raise TypeError(
+            "x.real = v writes part of a complex array in place; write x = v + 1j * x.imag"
+        )
+
+    @imag.setter
+    def imag(self, v: Any) -> None:
+        raise TypeError(
+            "x.imag = v writes part of a complex array in place; write x = x.real + 1j * v"
+        )
 
     # -- the ndarray methods people call, recorded as the NumPy functions ---------------
 
@@ -342,23 +462,66 @@ class Node(Record):
             axes = axes[0]
         return apply(np.transpose, (self, axes or None))
 
-    def dot(self, other: Any) -> Any:
-        return apply(np.dot, (self, other))
+    def dot(self, other: Any, *args: Any, **kwargs: Any) -> Any:
+        return apply(np.dot, (self, other, *args), kwargs)
 
     ravel = _recorded_method(np.ravel)
 
-    def flatten(self) -> Any:
-        return apply(np.ravel, (self,))
+    def flatten(self, order: str = "C") -> Any:
+        # a copy, as ndarray's: np.ravel alone may give a view, which writes would share
+        flat = (
+            apply(np.ravel, (self,), {"order": order}) if order != "C" else apply(np.ravel, (self,))
+        )
+        return apply(np.copy, (flat,))
 
     squeeze = _recorded_method(np.squeeze)
 
     def swapaxes(self, axis1: Any, axis2: Any) -> Any:
         return apply(np.swapaxes, (self, axis1, axis2))
 
-    def astype(self, dtype: Any, **kwargs: Any) -> Any:
-        return apply(astype, (self, dtype), kwargs)
+    def astype(
+        self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
+        copy: bool = True,
+    ) -> Any:  # fmt: skip
+        """``x.astype(dtype, order, casting, subok, copy)``, as ndarray's: NumPy's errors for
+        a cast ``casting`` forbids; ``x`` itself for ``copy=False`` where no cast or new
+        layout is needed; the memory order ``order`` asks for."""
+        value = registry.value_of(self)
+        source = self.dtype
+        # NumPy's own errors, for the casting rule, the order and the dtype
+        np.empty(0, source).astype(dtype, order=order, casting=casting, subok=subok, copy=copy)
+        target = np.dtype(dtype)
+        layout = _layout(value, order)
+        if not copy and target == source and (layout is None or _has_layout(value, layout)):
+            return self
+        result = apply(astype, (self, dtype))
+        if layout is not None and not _has_layout(registry.value_of(result), layout):
+            result = np.copy(result, order=layout)
+        return result
 
     clip = _recorded_method(np.clip)
+    argpartition = _recorded_method(np.argpartition)
+
+    def choose(self, choices: Any, *args: Any, **kwargs: Any) -> Any:
+        return apply(np.choose, (self, choices, *args), kwargs)
+
+    def view(self, *args: Any, **kwargs: Any) -> Any:
+        """``x.view()``: a node that is a view of ``x`` (writes to either show in the
+        other, as NumPy's); a view as another dtype reinterprets bytes and is refused."""
+        dtype = kwargs.pop("dtype", args[0] if args else None)
+        kind = kwargs.pop("type", args[1] if len(args) > 1 else None)
+        if isinstance(dtype, type) and issubclass(dtype, np.ndarray):
+            dtype, kind = None, dtype
+        if (
+            (dtype is not None and np.dtype(dtype) != self.dtype)
+            or kwargs
+            or (kind is not None and kind is not np.ndarray)
+        ):
+            raise TypeError(
+                "x.view(dtype) reinterprets an array's bytes, which has no gradient; use "
+                "x.astype(dtype) to convert values, or node.value.view(...) for a constant"
+            )
+        return apply(operator.getitem, (self, ...))
 
     def conj(self) -> Any:
         return apply(np.conjugate, (self,))
@@ -396,11 +559,45 @@ class Node(Record):
     def nbytes(self) -> int:
         return self.size * self.itemsize
 
-    # ndarray methods that change the array in place have no recordable meaning
-    sort = _in_place("sort", "the sorted copy x = np.sort(x)")
-    partition = _in_place("partition", "x = np.partition(x, kth)")
-    fill = _in_place("fill", "np.full_like(x, v), or np.where(mask, v, x)")
-    put = _in_place("put", "the functional update x = tape.at(x)[indices].set(v)")
+    # ndarray methods that change the array in place: writes, as x[...] = v is
+    # (tape.inplace): every name and view of x sees them, and the gradient flows
+
+    def sort(self, axis: Any = -1, kind: Any = None, order: Any = None, **kwargs: Any) -> None:
+        keywords = dict(axis=axis, kind=kind, order=order, **kwargs)
+        _probe(self).sort(**keywords)  # NumPy's errors (ndarray.sort takes no axis=None)
+        set_item(self, ..., apply(np.sort, (self,), keywords))
+
+    def partition(
+        self, kth: Any, axis: Any = -1, kind: str = "introselect", order: Any = None
+    ) -> None:
+        keywords = dict(axis=axis, kind=kind, order=order)
+        _probe(self).partition(kth, **keywords)
+        set_item(self, ..., apply(np.partition, (self, kth), keywords))
+
+    def fill(self, value: Any) -> None:
+        probe = np.empty(1, self.dtype)
+        probe.fill(registry.value_of(value))  # NumPy's errors: fill takes one scalar
+        set_item(self, ..., value)
+
+    def put(self, indices: Any, values: Any, mode: str = "raise") -> None:
+        """``x.put(indices, values, mode)``: ``x.flat[indices] = values``, ``values``
+        repeated as needed, indices wrapped or clipped by ``mode``, as NumPy's."""
+        size = self.size
+        probe = np.zeros(size, self.dtype)
+        probe.put(indices, np.zeros(1, self.dtype), mode=mode)  # NumPy's errors
+        flat = np.asarray(indices, dtype=np.intp).reshape(-1)
+        if mode == "wrap":
+            flat = flat % size
+        elif mode == "clip":
+            flat = np.clip(flat, 0, size - 1)
+        else:
+            flat = np.where(flat < 0, flat + size, flat)
+        if flat.size == 0:
+            return
+        values = _as_array(values)
+        repeated = np.ravel(values)[np.arange(flat.size) % np.size(values)]
+        set_item(self, np.unravel_index(flat, self.shape), repeated)
+
     resize = _in_place("resize", "x = np.resize(x, shape)")
 
     def item(self, *args: Any) -> Any:
@@ -414,6 +611,143 @@ class Node(Record):
             "node.tolist() would return plain Python numbers and lose the gradient; iterate "
             "over the node (list(x), x[i]) to keep it, or take node.value.tolist() for constants"
         )
+
+    def as_integer_ratio(self) -> Any:
+        # what statistics and fractions ask of a number, to compute with it exactly
+        raise NodeConversionError(
+            "node.as_integer_ratio() (asked by statistics.mean, fractions.Fraction) would "
+            "turn the node into exact plain numbers and lose the gradient; use NumPy's "
+            "reductions instead (np.mean(x), np.median(x), np.var(x)), or node.value"
+        )
+
+    def tobytes(self, *args: Any, **kwargs: Any) -> Any:
+        raise NodeConversionError(_LEAVES % "tobytes()")
+
+    def tofile(self, *args: Any, **kwargs: Any) -> Any:
+        raise NodeConversionError(_LEAVES % "tofile()")
+
+    def dump(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(CANNOT_PICKLE)
+
+    def dumps(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(CANNOT_PICKLE)
+
+    @property
+    def flat(self) -> Any:
+        """``x.flat``: ``x.flat[i]`` reads elements in C order (a copy, as NumPy's), and
+        ``x.flat[i] = v`` writes them; ``len`` and iteration too."""
+        return _Flat(self)
+
+    @flat.setter
+    def flat(self, value: Any) -> None:
+        _Flat(self)[...] = value  # x.flat = v writes every element, as NumPy's does
+
+    def __getattr__(self, name: str) -> Any:
+        # called only where normal lookup failed: the ndarray attributes of memory and
+        # layout (flags, strides, base, ctypes, byteswap...) get an answer that says why
+        if name in _MEMORY_ATTRIBUTES:
+            raise AttributeError(
+                f"a node has no .{name}: ndarray.{name} is about an array's memory, which a "
+                f"recorded value does not expose; node.value.{name} is the constant's "
+                "(the gradient does not flow through it)"
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+# the instructions of x[i] = v and (from Python 3.12) x[a:b] = v
+_STORES = frozenset(
+    dis.opmap[name] for name in ("STORE_SUBSCR", "STORE_SLICE") if name in dis.opmap
+)
+
+
+def _called_from_compiled_code(frame: Any) -> bool:
+    """Whether ``x[i] = v`` was called from compiled code (np.random.Generator.shuffle's
+    loop over a sequence): the nearest Python frame is then in a call, not at ``x[i] = v``."""
+    try:
+        return frame.f_code.co_code[frame.f_lasti] not in _STORES
+    except (AttributeError, IndexError):
+        return False
+
+
+_LEAVES = (
+    "node.%s would turn the node's value into plain bytes and lose the gradient; take "
+    "node.value for a constant, outside the differentiated code"
+)
+
+# ndarray's attributes that a node leaves out, as they are about memory and layout
+_MEMORY_ATTRIBUTES = frozenset(
+    ("base", "byteswap", "ctypes", "data", "flags", "getfield", "setfield", "setflags",
+     "strides", "__array_interface__", "__array_struct__", "__dlpack__",
+     "__dlpack_device__")
+)  # fmt: skip
+
+
+def _as_array(values: Any) -> Any:
+    """``values`` as NumPy reads a value to write: a list or tuple (of numbers, or of
+    nodes, stacked) becomes one array; a node or an array stays as it is."""
+    if type(values) is not list and type(values) is not tuple:
+        return values
+    if innermost_tape(values) is None:
+        return np.asarray(values)
+    return np.stack([_as_array(v) for v in values])
+
+
+def _probe(node: Any) -> Any:
+    """A plain copy of ``node``'s value, for NumPy to raise its own errors on: an in-place
+    method of a node that NumPy would refuse raises before anything is recorded."""
+    value = registry.value_of(node)
+    return value.copy() if isinstance(value, np.ndarray) else np.asarray(value)
+
+
+def _layout(value: Any, order: str) -> str | None:
+    """The memory order, "C" or "F", that ``astype(order=order)`` gives ``value`` where it
+    may differ from ``value``'s own (None: "K", the value's own, which the cast keeps)."""
+    if order == "K" or np.ndim(value) < 2:
+        return None
+    if order == "A":
+        flags = getattr(value, "flags", None)
+        return "F" if flags is not None and flags.f_contiguous and not flags.c_contiguous else "C"
+    return order
+
+
+def _has_layout(value: Any, layout: str) -> bool:
+    flags = getattr(value, "flags", None)
+    if flags is None:
+        return True  # another library's array: its layout is its own business
+    return bool(flags.c_contiguous if layout == "C" else flags.f_contiguous)
+
+
+class _Flat:
+    """``node.flat``: the elements of a node in C order, by flat position."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+    def __len__(self) -> int:
+        return self.node.size
+
+    def __iter__(self) -> Iterator[Any]:
+        flat = apply(np.ravel, (self.node,))
+        return (flat[i] for i in range(self.node.size))
+
+    def __getitem__(self, index: Any) -> Any:
+        picked = apply(operator.getitem, (apply(np.ravel, (self.node,)), index))
+        # NumPy's flat[...] gives a copy: a view of the node would share its writes
+        is_view = isinstance(registry.value_of(picked), np.ndarray) and np.ndim(picked) > 0
+        return apply(np.copy, (picked,)) if is_view else picked
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        node = self.node
+        value = _as_array(value)
+        positions = np.arange(node.size)[index]
+        if np.size(value) not in (1, np.size(positions)):
+            raise TypeError(
+                "x.flat[index] = values with fewer values than positions repeats them in "
+                "NumPy; a node does not: give one value per position, or one value"
+            )
+        set_item(node, np.unravel_index(positions, node.shape), value)
 
 
 # Operands a node's operators take as NumPy does, without asking the registry whether they

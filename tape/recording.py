@@ -49,7 +49,7 @@ from .errors import (
     out_keyword,
 )
 from .keywords import positional_call
-from .mutation import sealed
+from .mutation import sealed, sealed_subclass
 from .versions import OUTDATED, commit, note_view, written
 
 __all__ = ["Record", "apply", "current", "plain", "innermost_tape", "record_primitive"]
@@ -143,22 +143,28 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
                 a = a.value
                 node_args += (i,)
         elif type(a) is _ndarray:
-            seal = sealed(seal, i, a)
+            seal = sealed(seal, i, a, tape)
         elif type(a) is list or type(a) is tuple:
             a, seal, held = _unwrap_sequence(f, i, a, tape, with_rules, seal)
             if held:
                 node_args += (i,)
+        elif isinstance(a, _ndarray):  # np.memmap, a user's subclass: sealed too
+            seal = sealed_subclass(seal, i, a, f, tape)
         vals.append(a)
     vals = tuple(vals)
     call = f
     if kwargs:
         for k, v in kwargs.items():
             if type(v) is _ndarray:
-                seal = sealed(seal, k, v)
+                seal = sealed(seal, k, v, tape)
             elif isinstance(v, Record) or (
                 (type(v) is list or type(v) is tuple) and innermost_tape(v) is not None
             ):
                 return apply_with_keyword_nodes(f, args, kwargs)
+            elif isinstance(v, _ndarray):
+                seal = sealed_subclass(seal, k, v, f, tape)
+            elif type(v) is list or type(v) is tuple:  # of constants only, as seen above
+                seal = _unwrap_sequence(f, k, v, tape, with_rules, seal)[1]
     else:
         kwargs = _NO_KWARGS
         if f in _SCALAR_ARITHMETIC and (
@@ -201,7 +207,9 @@ def _unwrap_sequence(f, i, seq, tape, with_rules, seal):
                 b = b.value
                 held = True
         elif type(b) is np.ndarray:
-            seal = sealed(seal, (i, j), b)
+            seal = sealed(seal, (i, j), b, tape)
+        elif isinstance(b, np.ndarray):
+            seal = sealed_subclass(seal, (i, j), b, f, tape)
         out.append(b)
     return type(seq)(out), seal, held
 

@@ -52,7 +52,7 @@ from sensitivities.registry import function_name
 from . import observing
 from .display import dtype_name, preview, tape_text
 from .errors import check_leaf_value
-from .mutation import fingerprint
+from .mutation import sealed
 from .node import Node
 
 __all__ = ["Tape", "Leaf", "Branch"]
@@ -73,7 +73,7 @@ class Tape:
       [1]: Branch{float64} 1.6487212707001282 f=exp
     """
 
-    __slots__ = ("records", "level", "sites", "__weakref__")
+    __slots__ = ("records", "level", "sites", "prints", "__weakref__")
     branch: Callable  # the one constructor of a Branch on this tape, defined below
 
     def __init__(self) -> None:
@@ -82,6 +82,9 @@ class Tape:
         # position -> (file, line, function) of the code that recorded it; filled only
         # under tape.debug() or tape.detect_anomaly()
         self.sites: dict[int, tuple] | None = None
+        # id of an array -> its last fingerprint, which records that find it unchanged
+        # share (tape.mutation.sealed)
+        self.prints: dict[int, Any] = {}
 
     # -- the extension points ----------------------------------------------------------
 
@@ -96,6 +99,13 @@ class Tape:
             observer = observing.observer()
             if observer is not None:
                 observer.recorded(record)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError("cannot pickle or copy a tape: its records cannot leave this process")
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        # copying each record would record a copy of it on this very tape, without end
+        raise TypeError("cannot copy a tape; copy the values you need (node.value)")
 
     def plain(self, f: Any, args: tuple, kwargs: Any, result: Any) -> None:
         """Told of every plain result ``f(*args, **kwargs)`` computed from this tape's
@@ -177,7 +187,7 @@ class Leaf(Node):
         check_leaf_value(value)
         self.value = value
         self.tape = tape
-        self.seal = [(-1, value, fingerprint(value))] if type(value) is np.ndarray else None
+        self.seal = sealed(None, -1, value, tape) if isinstance(value, np.ndarray) else None
         self.alias = None
         tape.add(self)
 

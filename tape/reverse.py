@@ -133,6 +133,7 @@ def reverse_pass(tape: Tape, rtape: ReverseTape, free: bool = False) -> ReverseT
     records = tape.records
     adjoints = rtape.adjoints
     pos = len(records)
+    now: dict = {}  # the fingerprints taken in this pass: each array's once (tape.mutation)
     try:
         for pos in range(len(records) - 1, -1, -1):
             ybar = adjoints[pos]
@@ -140,7 +141,7 @@ def reverse_pass(tape: Tape, rtape: ReverseTape, free: bool = False) -> ReverseT
                 continue
             node = records[pos]
             if node.seal is not None:
-                verify(node)
+                verify(node, now)
             if isinstance(node, Branch):
                 _backpropagate(node, ybar, tape, rtape)
                 if check is not None:

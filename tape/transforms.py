@@ -19,9 +19,15 @@ from sensitivities.registry import value_of
 from .collector import fewer_collections
 from .duck_arrays import is_duck_array
 from .forward import ForwardTape, push_forward
-from .functional import check_input, input_gradients, normalise_argnums, record_inputs
+from .functional import (
+    check_input,
+    input_gradients,
+    normalise_argnums,
+    output_value,
+    record_inputs,
+)
 from .node import Node
-from .recording import current
+from .recording import current, plain
 from .records import Leaf, Tape
 from .reverse import ReverseTape, propagate
 from .trees import tree_flatten, tree_leaves_like, tree_map, tree_unflatten
@@ -87,7 +93,7 @@ def _as_tangent(t: Any, x: Any, batched: bool) -> Any:
         if is_duck_array(t):  # a batched tangent (under vmap), a Dask or CuPy array
             t = t if t.dtype == dtype else t.astype(dtype)
         else:
-            t = np.asarray(t, dtype=dtype)
+            t = np.array(t, dtype=dtype)  # a copy: no result may be the caller's array
     return t if batched else t[None]
 
 
@@ -150,7 +156,7 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple[Any, Any]:
     out, tape = push_forward(flat_f, leaves, {}, tleaves, k)
     try:
         outs, out_def = tree_flatten(out)
-        ys = [o.value if isinstance(o, Node) and o.tape is tape else o for o in outs]
+        ys = [output_value(o, tape) for o in outs]
         ydots = [None if o is None else tape.tangent(o) for o in outs]  # None: None
     finally:
         tape.records.clear()
@@ -209,6 +215,8 @@ class _Pullback:
                 )
             if isinstance(out, Node) and out.tape is self.tape:
                 held = rtape.adjoints[out.pos]
+                if type(yb) is np.ndarray:
+                    yb = yb.copy()  # a rule may hand it on to an input's gradient
                 rtape.adjoints[out.pos] = yb if held is None else held + yb
                 seeded = True
         adjoint = propagate(self.tape, rtape).adjoints if seeded else None
@@ -225,9 +233,7 @@ def _vjp(f, nums, args, kwargs):
         tape.records.clear()
         raise
     outs, out_def = tree_flatten(out)
-    y = tree_unflatten(
-        out_def, [o.value if isinstance(o, Node) and o.tape is tape else o for o in outs]
-    )
+    y = tree_unflatten(out_def, [output_value(o, tape) for o in outs])
     return y, _Pullback(tape, outs, out_def, inputs, nums)
 
 
@@ -584,11 +590,26 @@ def stop_gradient(x: Any) -> Any:
     """``x``'s value as a constant: no gradient flows through it, at any level of nesting,
     in either mode. Works on arrays, floats and containers of them.
 
+    An array comes back as a copy of its own, as ``np.copy`` would give it: a write into
+    the result never reaches the caller's array, nor the node's value.
+
     >>> from tape import grad, stop_gradient
     >>> grad(lambda x: x * stop_gradient(x))(3.0)  # d/dx [x * c] with c = x = 3
     (3.0,)
     """
-    return tree_map(value_of, x)
+    return tree_map(_stopped, x)
+
+
+def _stopped(x: Any) -> Any:
+    # a node's value is a plain result computed from the tape (plain tells the tape, and
+    # a compiled replay then computes it again from its new inputs rather than keep it)
+    return plain(_constant, (x,)) if isinstance(x, Node) else _constant(x)
+
+
+def _constant(x: Any) -> Any:
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    return np.copy(x) if is_duck_array(x) else x
 
 
 # -- checkpointing -------------------------------------------------------------------------

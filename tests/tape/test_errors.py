@@ -329,6 +329,51 @@ def test_mutation_after_the_pass_is_harmless_and_copies_are_fine():
     np.testing.assert_array_equal(g, [1.0, 2.0])
 
 
+def test_in_place_mutation_of_a_subclass_constant(tmp_path):
+    m = np.memmap(tmp_path / "w.dat", dtype=float, mode="w+", shape=(2,))
+    m[:] = [1.0, 2.0]
+
+    def f(x):
+        y = np.sum(x * m)
+        m[0] = 10.0
+        return y
+
+    with pytest.raises(MutationError, match=r"argument 1 of \[\d+\] Branch.*f=multiply"):
+        grad(f)(np.ones(2))
+    _still_works()
+
+
+def test_matrix_or_masked_constant_meeting_a_node():
+    masked = np.ma.array([1.0, 2.0], mask=[False, True])
+    with pytest.raises(TypeError, match="masked array.*use the mask explicitly"):
+        grad(lambda x: np.sum(x * masked))(np.ones(2))
+    with pytest.raises(TypeError, match="masked array.*use the mask explicitly"):
+        grad(lambda x: np.sum(masked * x))(np.ones(2))
+    _still_works()
+
+
+def test_in_place_methods_of_a_node():
+    def f(x):
+        y = x * 1.0
+        y.sort()
+        y[:1].fill(2.0)
+        y.put([2], [y[1] * 3.0])
+        return np.sum(y * np.array([1.0, 2.0, 3.0]))
+
+    x = np.array([0.3, -0.2, 0.1])
+    value, (g,) = value_and_grad(f)(x)
+    assert value == f(x.copy())  # NumPy's program on the ndarray
+    np.testing.assert_allclose(g, numeric_grad(f, (x,), 0), rtol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:you are shuffling")
+def test_compiled_shuffle_of_a_node_with_rows():
+    rng = np.random.default_rng(0)
+    with pytest.raises(TypeError, match=r"duplicate rows.*x\[rng\.permutation\(len\(x\)\)\]"):
+        grad(lambda x: np.sum((y := x * 1.0, rng.shuffle(y))[0] * x))(np.ones((3, 2)))
+    _still_works()
+
+
 # -- rules ------------------------------------------------------------------------------
 
 
@@ -644,3 +689,35 @@ def test_the_preallocated_buffer_error_leads_with_the_fix():
         return np.sum(a**2)
 
     np.testing.assert_allclose(grad(fixed)(np.array([1.0, 2.0, 3.0]))[0], [2.0, 4.0, 6.0])
+
+
+def test_pickling_a_node():
+    import pickle
+
+    with pytest.raises(TypeError, match="cannot pickle a node.*cannot leave"):
+        grad(lambda x: pickle.loads(pickle.dumps(x)) * x)(1.0)
+    _still_works()
+
+
+def test_exact_numbers_bytes_and_memory_of_a_node():
+    import statistics
+
+    with pytest.raises(NodeConversionError, match=r"as_integer_ratio.*np\.mean"):
+        grad(lambda x: statistics.mean(list(x)))(np.ones(3))
+    with pytest.raises(NodeConversionError, match=r"tobytes"):
+        grad(lambda x: np.sum(x.tobytes() and x))(np.ones(3))
+    with pytest.raises(TypeError, match=r"view\(dtype\).*astype"):
+        grad(lambda x: np.sum(x.view(np.int64)))(np.ones(3))
+    with pytest.raises(AttributeError, match=r"node\.value\.strides"):
+        grad(lambda x: x.strides and np.sum(x))(np.ones(3))
+    _still_works()
+
+
+def test_isscalar_of_a_node_is_false_and_ndim_answers_instead():
+    def branch(x):
+        scalar = np.isscalar(x)  # asks the type: False for every node
+        return (x * 2.0 if scalar else x * 3.0), np.ndim(x) == 0
+
+    assert branch(1.5) == (3.0, True) and branch(np.float64(1.5))[0] == 3.0
+    assert grad(lambda x: branch(x)[0])(1.5) == (3.0,)  # the ndarray path, as np.array(1.5)
+    assert value_and_grad(lambda x: branch(x)[1] and x)(1.5) == (1.5, (1.0,))

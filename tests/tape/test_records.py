@@ -2,6 +2,7 @@
 DESIGN.md shows, and a Branch made by hand is the one recording makes."""
 
 import numpy as np
+import pytest
 
 from tape import Branch, Leaf, Tape, grad, propagate, reverse_tape
 
@@ -93,3 +94,16 @@ def test_a_long_tape_reads_as_numpy_summarises_a_large_array():
     for _ in range(39):
         y = np.sin(y)
     assert len(repr(short).splitlines()) == 41 and repr(short) == short.text(full=True)
+
+
+def test_a_tape_cannot_be_pickled_or_deep_copied():
+    import copy
+    import pickle
+
+    t = Tape()
+    x = Leaf(t, np.ones(2))
+    x * 2.0
+    for how in (pickle.dumps, copy.deepcopy, copy.copy):
+        with pytest.raises(TypeError, match="tape"):
+            how(t)
+    assert len(t) == 2  # nothing recorded by the attempt

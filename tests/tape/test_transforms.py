@@ -201,6 +201,69 @@ def test_an_argument_named_twice_in_argnums_is_refused():
         grad(lambda a, b: np.sum(a * b), argnums=(1, -1))(np.ones(2), np.ones(2))
 
 
+# -- no result is the caller's own array --------------------------------------------------
+
+
+def test_stop_gradient_returns_a_copy_as_np_copy_does():
+    held = np.array([1.0, 2.0, 3.0])
+    out = stop_gradient(held)
+    out[0] = 100.0  # the caller's array keeps its data, as after c = np.copy(held)
+    assert held.tolist() == [1.0, 2.0, 3.0] and out.flags.writeable
+    out = stop_gradient({"w": held, "s": 2.0})
+    assert not np.shares_memory(out["w"], held) and out["s"] == 2.0
+
+    def f(x):
+        c = stop_gradient(x)  # x is a Leaf holding the caller's array
+        c *= 10.0  # plain NumPy on a constant of its own
+        return np.sum(c * x)
+
+    x = np.array([0.5, -1.0])
+    (g,) = grad(f)(x)
+    assert x.tolist() == [0.5, -1.0]
+    np.testing.assert_allclose(g, 10.0 * x)  # d/dx sum(c * x), c = 10 x held constant
+
+
+def test_stop_gradient_under_compile_grad_is_the_new_inputs_value():
+    from tape import compile_grad
+
+    def f(x):
+        return np.sum(x * stop_gradient(x) ** 2)  # gradient c ** 2, c = x held constant
+
+    compiled = compile_grad(f, np.array([1.0, 2.0]))
+    for x in (np.array([3.0, -1.0]), np.array([0.5, 4.0]), np.array([1.0, 2.0])):
+        np.testing.assert_allclose(compiled(x)[0], x**2)
+        np.testing.assert_allclose(grad(f)(x)[0], x**2)
+
+
+def test_pullbacks_and_tangents_are_never_the_callers_arrays():
+    x, cotangent = np.array([1.0, 2.0, 3.0]), np.array([1.0, -1.0, 0.5])
+    for f in (lambda x: x, lambda x: x + 0.0, lambda x: x[::1]):
+        _, pullback = vjp(f, x)
+        (g,) = pullback(cotangent)
+        np.testing.assert_array_equal(g, cotangent)  # the identity's J^T ybar = ybar
+        g[0] = 50.0
+        assert cotangent[0] == 1.0
+        _, t = jvp(f, (x,), (cotangent,))
+        np.testing.assert_array_equal(t, cotangent)
+        t[1] = 50.0
+        assert cotangent[1] == -1.0
+
+
+def test_outputs_are_writeable_as_numpys_are():
+    x = np.array([1.0, 2.0])
+    f = lambda x: np.exp(x) * 2.0  # noqa: E731
+    for y in (
+        vjp(f, x)[0],
+        jvp(f, (x,), (np.ones(2),))[0],
+        grad(lambda x: (np.sum(x), f(x)), has_aux=True)(x)[1],
+    ):
+        assert y.flags.writeable == f(x).flags.writeable  # NumPy's own result: writeable
+        np.testing.assert_allclose(y, f(x))
+        y[0] = 0.0
+    value, _ = value_and_grad(lambda x: np.sum(x, keepdims=True))(x)
+    value[0] = 7.0  # one element, taken as the scalar: an array of the caller's own
+
+
 # -- Hessians of known functions ------------------------------------------------------------
 
 
