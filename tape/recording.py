@@ -50,7 +50,7 @@ from .errors import (
 )
 from .keywords import positional_call
 from .mutation import sealed
-from .versions import OUTDATED, commit, note_view, written
+from .versions import OUTDATED, VERSION, commit, note_view, positions, written
 
 __all__ = ["Record", "apply", "current", "plain", "innermost_tape", "record_primitive"]
 
@@ -71,9 +71,33 @@ def current(node: Any) -> Any:
     if alias is None or alias.latest is None:
         return node
     if alias.latest is OUTDATED:
-        base, f, args, kwargs = alias.view_of
-        commit(node, apply(f, tuple(_current_in(a) for a in args), kwargs or None))
+        _remake(node)
     return alias.latest
+
+
+def _remake(view: Any) -> None:
+    """Record ``view`` again, its root having been written since: gathered from the
+    root's latest version at the positions it covers, one record whatever the chain of
+    views that made it. A view tape cannot map (``.real`` of a complex array) is made
+    again by its own call from its parent's current record; the parents that need the
+    same are found by a loop, first to last."""
+    chain = [view]
+    while type(positions(chain[-1])) is str:
+        parent = chain[-1].alias.made[0]
+        if parent.alias is None or parent.alias.latest is not OUTDATED:
+            break
+        chain.append(parent)
+    for node in reversed(chain):
+        mapped = positions(node)
+        if type(mapped) is str:
+            _, f, args, kwargs = node.alias.made
+            new = apply(f, tuple(_current_in(a) for a in args), kwargs or None)
+        elif mapped.ndim:
+            new = apply(np.take, (current(node.alias.root), mapped))
+        else:  # np.take of a 0-d index gives a scalar; a view of 0-d is a 0-d array
+            new = apply(np.take, (current(node.alias.root), mapped.reshape(1)))
+            new = apply(np.reshape, (new, ()))
+        commit(node, new)
 
 
 def _current_in(a: Any) -> Any:
@@ -86,10 +110,21 @@ def _current_in(a: Any) -> Any:
 
 def _apply_current(f: Any, args: tuple, kwargs: dict | None) -> Any:
     """``apply`` for a call that meets nodes written in place: recorded on their latest
-    versions, and a result that is a view registered on the nodes the caller holds."""
-    result = apply(f, tuple(_current_in(a) for a in args), kwargs)
-    if isinstance(result, Record) and result.alias is None:
-        note_view(result, args)
+    versions; a result that is a view registered on the nodes the caller holds, and a
+    result that is one of those versions handed back as the node the caller holds (as
+    NumPy hands back the very array). A function that is entered runs on the nodes the
+    caller holds, each of its inner calls coming back here."""
+    if _rules_of(f) is None:
+        return _unrecorded(f, innermost_tape(args), None, args, kwargs)
+    currents = tuple(_current_in(a) for a in args)
+    result = apply(f, currents, kwargs)
+    if isinstance(result, Record):
+        if result.alias is None:
+            note_view(result, args)
+        elif result.alias is VERSION:
+            for a, c in zip(args, currents):
+                if result is c:
+                    return a
     return result
 
 
@@ -172,20 +207,28 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
         raise
     # one tuple per set of positions for the whole process, not one per Branch
     node_args = _NODE_ARGS.setdefault(node_args, node_args)
-    record = tape.branch(value, f, args, kwargs, vals, node_args, seal)
     kind = type(value)
     if kind is _ndarray and value.base is None:
+        for i in node_args:
+            if vals[i] is value:  # the argument's own array (np.squeeze(a) is a): as in
+                return args[i]  # NumPy, the very node, so that a write shows in both
+        record = tape.branch(value, f, args, kwargs, vals, node_args, seal)
         # A result the tape made itself: freezing it costs nothing and stops any later
         # in-place change of the array at the line that tries it. Views share the data
         # of an array that is frozen or fingerprinted already.
         value.setflags(False)  # write=False, passed positionally: a third of the cost
-    elif kind is _ndarray or (
-        kind is not _float64 and kind is not float and isinstance(value, Record)
+        return record
+    if kind is not _ndarray and (
+        kind is _float64 or kind is float or not isinstance(value, Record)
     ):
-        # a view, perhaps of an argument (or an outer tape's node that is one): a write to
-        # either must show in the other
-        note_view(record, args)
-    return record
+        return tape.branch(value, f, args, kwargs, vals, node_args, seal)
+    if kind is not _ndarray:
+        for i in node_args:
+            if vals[i] is value:  # an outer tape's node handed back as it is: this one too
+                return args[i]
+    # a view, perhaps of an argument (or an outer tape's node that is one): a write to
+    # either must show in the other
+    return note_view(tape.branch(value, f, args, kwargs, vals, node_args, seal), args)
 
 
 def _unwrap_sequence(f, i, seq, tape, with_rules, seal):
