@@ -233,6 +233,52 @@ class Node(Record):
     def __imatmul__(self, other: Any) -> Any:
         return augmented(self, np.matmul, other)
 
+    # the bitwise operators, as NumPy's: on a float node, NumPy's own TypeError
+    def __and__(self, other: Any) -> Any:
+        return apply(np.bitwise_and, (self, other))
+
+    def __rand__(self, other: Any) -> Any:
+        return apply(np.bitwise_and, (other, self))
+
+    def __or__(self, other: Any) -> Any:
+        return apply(np.bitwise_or, (self, other))
+
+    def __ror__(self, other: Any) -> Any:
+        return apply(np.bitwise_or, (other, self))
+
+    def __xor__(self, other: Any) -> Any:
+        return apply(np.bitwise_xor, (self, other))
+
+    def __rxor__(self, other: Any) -> Any:
+        return apply(np.bitwise_xor, (other, self))
+
+    def __lshift__(self, other: Any) -> Any:
+        return apply(np.left_shift, (self, other))
+
+    def __rlshift__(self, other: Any) -> Any:
+        return apply(np.left_shift, (other, self))
+
+    def __rshift__(self, other: Any) -> Any:
+        return apply(np.right_shift, (self, other))
+
+    def __rrshift__(self, other: Any) -> Any:
+        return apply(np.right_shift, (other, self))
+
+    def __iand__(self, other: Any) -> Any:
+        return augmented(self, np.bitwise_and, other)
+
+    def __ior__(self, other: Any) -> Any:
+        return augmented(self, np.bitwise_or, other)
+
+    def __ixor__(self, other: Any) -> Any:
+        return augmented(self, np.bitwise_xor, other)
+
+    def __ilshift__(self, other: Any) -> Any:
+        return augmented(self, np.left_shift, other)
+
+    def __irshift__(self, other: Any) -> Any:
+        return augmented(self, np.right_shift, other)
+
     def __neg__(self) -> Any:
         return apply(np.negative, (self,))
 

@@ -135,7 +135,8 @@ def written(args: Any) -> bool:
 
 
 def _owner(a: Any) -> Any:
-    while isinstance(a, np.ndarray) and a.base is not None:
+    # np.lib.stride_tricks makes its views through an object that keeps the base as .base
+    while getattr(a, "base", None) is not None:
         a = a.base
     return a
 

@@ -463,3 +463,119 @@ def test_reverse_over_reverse(f):
 
     expected = numeric_grad(lambda x: directional(x.copy()), (X,), 0)
     np.testing.assert_allclose(grad(directional)(X.copy())[0], expected, rtol=1e-5, atol=1e-6)
+
+
+# -- views from every NumPy helper, before and after a write --------------------------------
+
+X12 = np.linspace(-1.1, 1.3, 12)
+
+# each makes a view of a 12-element array (NumPy's helpers, the ndarray's methods)
+VIEW_HELPERS = {
+    "split": lambda y: np.split(y, 2)[0],
+    "array_split": lambda y: np.array_split(y, 3)[1],
+    "hsplit": lambda y: np.hsplit(y, 2)[1],
+    "vsplit": lambda y: np.vsplit(y.reshape(4, 3), 2)[1],
+    "dsplit": lambda y: np.dsplit(y.reshape(1, 2, 6), 3)[2],
+    "unstack": lambda y: np.unstack(y.reshape(3, 4))[1],
+    "atleast_2d": np.atleast_2d,
+    "atleast_3d": np.atleast_3d,
+    "trim_zeros": np.trim_zeros,
+    "transpose": lambda y: np.transpose(y.reshape(3, 4)),
+    "T": lambda y: y.reshape(3, 4).T,
+    "mT": lambda y: y.reshape(2, 2, 3).mT,
+    "permute_dims": lambda y: np.permute_dims(y.reshape(2, 3, 2), (2, 0, 1)),
+    "moveaxis": lambda y: np.moveaxis(y.reshape(2, 3, 2), 0, -1),
+    "swapaxes": lambda y: np.swapaxes(y.reshape(3, 4), 0, 1),
+    "ravel": lambda y: np.ravel(y.reshape(3, 4)),
+    "ravel_method": lambda y: y.reshape(3, 4).ravel(),
+    "reshape": lambda y: np.reshape(y, (3, 4)),
+    "reshape_method": lambda y: y.reshape(2, -1),
+    "squeeze": lambda y: np.squeeze(y.reshape(1, 12, 1)),
+    "expand_dims": lambda y: np.expand_dims(y, (0, 2)),
+    "flip": np.flip,
+    "fliplr": lambda y: np.fliplr(y.reshape(3, 4)),
+    "flipud": lambda y: np.flipud(y.reshape(3, 4)),
+    "rot90": lambda y: np.rot90(y.reshape(3, 4)),
+    "basic_slice": lambda y: y[1:10:2],
+    "slice_of_slice": lambda y: y[::-1][2:8][::2],
+    "newaxis": lambda y: y[None, 3:9],
+    "ellipsis": lambda y: y.reshape(3, 4)[..., 1],
+}
+
+
+def _write_through(helper, written):
+    def f(x, v):
+        y = x * 1.0
+        if written:
+            y[0] = v[0]
+        w = helper(y)
+        w *= 3.0
+        w += v[1] * np.sum(w)
+        return y, w
+
+    return f
+
+
+@pytest.mark.parametrize("written", [False, True], ids=["fresh", "written"])
+@pytest.mark.parametrize("name", VIEW_HELPERS)
+def test_a_write_into_a_view_from_any_helper_shows_in_the_base(name, written):
+    f = _write_through(VIEW_HELPERS[name], written)
+    _aliases_agree(f, X12, V)
+    _gradient_agrees(f, X12, V)
+
+
+@pytest.mark.parametrize("written", [False, True], ids=["fresh", "written"])
+@pytest.mark.parametrize("name", VIEW_HELPERS)
+def test_a_write_into_the_base_shows_in_a_view_from_any_helper(name, written):
+    def f(x, v):
+        y = x * 1.0
+        if written:
+            y[3] = v[0]
+        w = VIEW_HELPERS[name](y)
+        y[1:5] *= v[1]
+        y += 0.5
+        return y, w
+
+    _aliases_agree(f, X12, V)
+    _gradient_agrees(f, X12, V)
+
+
+def test_the_issues_split_after_a_write():
+    def f(y):
+        y[0] = 5.0
+        a, b = np.split(y, 2)
+        a *= 10
+        return y, a, b
+
+    _aliases_agree(f, X)
+    _gradient_agrees(f, X)
+
+
+READ_ONLY_VIEWS = {
+    "diagonal": lambda y: np.diagonal(y.reshape(3, 4)),
+    "broadcast_to": lambda y: np.broadcast_to(y, (2, 12)),
+    "sliding_window_view": lambda y: np.lib.stride_tricks.sliding_window_view(y, 3),
+}
+
+
+@pytest.mark.parametrize("written", [False, True], ids=["fresh", "written"])
+@pytest.mark.parametrize("name", READ_ONLY_VIEWS)
+def test_read_only_views_see_writes_and_refuse_their_own(name, written):
+    def reads(x, v):
+        y = x * 1.0
+        if written:
+            y[0] = v[0]
+        w = READ_ONLY_VIEWS[name](y)
+        y[2:6] = v[1] * y[6:10]
+        return y, w
+
+    def writes(x, v):
+        y = x * 1.0
+        if written:
+            y[0] = v[0]
+        w = READ_ONLY_VIEWS[name](y)
+        w += 1.0
+
+    _aliases_agree(reads, X12, V)
+    _gradient_agrees(reads, X12, V)
+    _same_error(writes, X12, V)
