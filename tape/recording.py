@@ -92,11 +92,15 @@ def _remake(view: Any) -> None:
         if type(mapped) is str:
             _, f, args, kwargs = node.alias.made
             new = apply(f, tuple(_current_in(a) for a in args), kwargs or None)
-        elif mapped.ndim:
-            new = apply(np.take, (current(node.alias.root), mapped))
-        else:  # np.take of a 0-d index gives a scalar; a view of 0-d is a 0-d array
-            new = apply(np.take, (current(node.alias.root), mapped.reshape(1)))
-            new = apply(np.reshape, (new, ()))
+        else:
+            if mapped.ndim:
+                new = apply(np.take, (current(node.alias.root), mapped))
+            else:  # np.take of a 0-d index gives a scalar; a view of 0-d is a 0-d array
+                new = apply(np.take, (current(node.alias.root), mapped.reshape(1)))
+                new = apply(np.reshape, (new, ()))
+            # the same numbers, laid out as NumPy's view is (a refreshed view's value):
+            # what is a view or a copy of it later (reshape, ravel) is then as in NumPy
+            new.value = node.value
         commit(node, new)
 
 
