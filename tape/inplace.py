@@ -16,13 +16,23 @@ The node's position stays that of the value it first had: ``rt[x]`` and ``grad``
 input gradients are the adjoints of the values passed in, and the user's arrays are
 never written.
 
-Views: a node whose value is a NumPy view of another node's value was registered as its
-view when recorded (``recording._note_view``). A write to a view is a write to its base,
-at the positions the view covers (found by making the view of ``np.arange`` in place of
-the base's value); every live view of a written base is then recorded again from the
-base's new value, so that both sides see every write, as in NumPy: at once for the value,
-and for the record when the view is next used (a view the program never uses again
-costs one NumPy call per write).
+Views: a node whose value shares memory with another node's, whatever made it (basic
+indexing, ``reshape``, ``np.split``, ``np.atleast_2d``, ``sliding_window_view``...), was
+registered as a view when recorded (``versions.note_view``), on its *root*: the node that
+is no view, never an intermediate view. A function that hands back its argument's own
+array (``np.squeeze(a) is a`` where there is nothing to squeeze) hands back the very node.
+
+- A write to a view is a write to its root, at the flat positions the view covers
+  (``versions.positions``: the calls that made the view, repeated once on
+  ``np.arange``, composed down the chain of views by a loop and kept).
+- A write to a root gives every view registered on it its new value at once, by one
+  NumPy call each (the call that made it, on its parent's new value, in the order they
+  were made), and no record; a view is recorded again, from the root's latest version
+  at its positions, only when next used. A write costs one update of the root whatever
+  the depth of the view written, and one NumPy call per view of its root.
+
+A write of a value that carries no gradient (``x //= c``, whose floor has a zero
+derivative) is recorded as ``at(x)[...].set(value)``: the old value gets no gradient.
 """
 
 from __future__ import annotations

@@ -17,9 +17,11 @@ hand a call that meets a node to the node's ``__record_call__`` (see
 
 Before any of that, a node argument written in place is replaced by the record of its
 latest version (``current``, ``_apply_current``: one attribute test per node argument on
-the common path); and a result whose value is a NumPy view of a node argument's is
-registered as that node's view (``versions.note_view``), so that a write to either shows in the
-other (``tape.inplace``).
+the common path), except in a function that is entered, which runs on the nodes the
+caller holds. A result whose value is a NumPy view of a node argument's is registered as
+a view of that node's root (``versions.note_view``), so that a write to either shows in
+the other (``tape.inplace``); a result that is an argument's own array is that argument's
+node, as NumPy hands back the very array.
 
 Branches are made by their tape (``tape.branch``), and added to it by
 ``Tape.add``, which is what lets a ``Tape`` subclass decide how a record is added (see

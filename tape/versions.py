@@ -152,20 +152,25 @@ def note_view(record: Any, args: tuple) -> Any:
     owner = _owner(value)
     for i in record.node_args:
         a = args[i]
-        if not _is_node(a) or a.tape is not record.tape or type(a.alias) in _NOT_BASES:
+        if not _is_node(a) or a.tape is not record.tape:
             continue
+        alias = a.alias
+        if alias is not None and type(alias) is not Alias:
+            continue  # a version, or the copy of a written node: no base of views
         held = registry.value_of(a.value)
         if type(held) is np.ndarray and _owner(held) is owner and np.may_share_memory(value, held):
-            root = a if a.alias is None or a.alias.root is None else a.alias.root
-            if root.alias is None:
-                root.alias = Alias()
-            root.alias.views.append(record.pos)
+            if alias is None:
+                root = a
+                alias = a.alias = Alias()
+            elif alias.root is None:
+                root = a
+            else:
+                root = alias.root
+                alias = root.alias
+            alias.views.append(record.pos)
             record.alias = Alias(root, (a, record.f, args, record.kwargs))
             return record
     return record
-
-
-_NOT_BASES = (_Version, Moved)
 
 
 def positions(view: Any) -> Any:
