@@ -45,7 +45,8 @@ class Alias:
     memory it shares (never a view itself); ``made``, ``(parent, f, args, kwargs)``, the
     call that made it from the node it was made from; ``mapped``, once needed, the flat
     position in the root's value of each of its elements (an int array, read-only where
-    NumPy's view is) or, where tape cannot map them, a sentence saying why.
+    NumPy's view is) or, where tape cannot map them, a sentence saying why; for a root,
+    its own positions, ``np.arange`` in its shape, once a view needed them.
     """
 
     __slots__ = ("latest", "views", "root", "made", "mapped")
@@ -186,11 +187,10 @@ def positions(view: Any) -> Any:
             break
         chain.append(node)
         node = node.alias.made[0]
-    if node.alias is None or node.alias.root is None:
+    mapped = node.alias.mapped  # a root's are kept too, once a view needed them
+    if mapped is None:
         held = registry.value_of(node.value)
-        mapped: Any = np.arange(held.size).reshape(held.shape)
-    else:
-        mapped = node.alias.mapped
+        mapped = node.alias.mapped = np.arange(held.size).reshape(held.shape)
     for node in reversed(chain):
         if type(mapped) is not str:
             mapped = _map(node, mapped)
