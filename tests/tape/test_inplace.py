@@ -581,6 +581,31 @@ def test_read_only_views_see_writes_and_refuse_their_own(name, written):
     _same_error(writes, X12, V)
 
 
+@pytest.mark.parametrize("written", [False, True], ids=["fresh", "written"])
+@pytest.mark.parametrize(
+    "helper",
+    [
+        lambda y: np.broadcast_arrays(y, np.ones((2, 1)))[0],
+        lambda y: np.meshgrid(y, np.ones(3), copy=False)[0],
+        lambda y: np.meshgrid(y[:4], y[4:], copy=False, indexing="ij")[1],
+    ],
+    ids=["broadcast_arrays", "meshgrid", "meshgrid_ij"],
+)
+def test_broadcast_views_see_writes_to_their_base(helper, written):
+    # NumPy still lets a write into these through with a DeprecationWarning; tape refuses
+    # it with NumPy's read-only error, as for the views of READ_ONLY_VIEWS
+    def reads(x, v):
+        y = x * 1.0
+        if written:
+            y[0] = v[0]
+        w = helper(y)
+        y[2:6] = v[1] * y[6:10]
+        return y, w
+
+    _aliases_agree(reads, X12, V)
+    _gradient_agrees(reads, X12, V)
+
+
 # -- functions that hand back their argument's own array ---------------------------------
 
 SAME_ARRAY = {
