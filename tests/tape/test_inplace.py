@@ -500,6 +500,17 @@ VIEW_HELPERS = {
     "slice_of_slice": lambda y: y[::-1][2:8][::2],
     "newaxis": lambda y: y[None, 3:9],
     "ellipsis": lambda y: y.reshape(3, 4)[..., 1],
+    "view_method": lambda y: y.view(),
+    "reshape_no_copy": lambda y: np.reshape(y, (3, 4), copy=False),
+    "reshape_fortran": lambda y: np.reshape(y, (4, 3), order="F"),
+    "ravel_k": lambda y: np.ravel(y.reshape(3, 4).T, order="K"),
+    "linalg_matrix_transpose": lambda y: np.linalg.matrix_transpose(y.reshape(3, 4)),
+    "transpose_axes": lambda y: y.reshape(2, 3, 2).transpose(2, 0, 1),
+    "rollaxis": lambda y: np.rollaxis(y.reshape(2, 3, 2), 2),
+    "flip_axes": lambda y: np.flip(y.reshape(3, 4), (0, 1)),
+    "rot90_k": lambda y: np.rot90(y.reshape(3, 4), k=3),
+    "split_axis": lambda y: np.split(y.reshape(3, 4), 2, axis=1)[1],
+    "zero_d": lambda y: y.reshape(3, 4)[1, 2, ...],
 }
 
 
@@ -553,6 +564,7 @@ def test_the_issues_split_after_a_write():
 
 READ_ONLY_VIEWS = {
     "diagonal": lambda y: np.diagonal(y.reshape(3, 4)),
+    "diag": lambda y: np.diag(y.reshape(3, 4), 1),
     "broadcast_to": lambda y: np.broadcast_to(y, (2, 12)),
     "sliding_window_view": lambda y: np.lib.stride_tricks.sliding_window_view(y, 3),
 }
@@ -851,3 +863,23 @@ def test_random_views_and_writes_match_numpy(steps, reshaped):
     x = X12.reshape(3, 4) if reshaped else X12
     _aliases_agree(f, x)
     _gradient_agrees(f, x)
+
+
+def test_views_of_another_dtype_see_writes_to_their_base():
+    def f(x, v):
+        z = x * (1.0 + 0.5j)
+        r, i = z.real, np.imag(z)
+        z[1] = v[0] - 1j * v[1]
+        z *= 1.0 + v[1] * 1j
+        return r, i
+
+    _aliases_agree(f, X, V)
+    _gradient_agrees(f, X, V)
+
+
+def test_a_view_as_another_dtype_is_refused():
+    t = Tape()
+    x = Leaf(t, X.copy())
+    assert x.view().value.base is not None and np.array_equal(x.view().value, X)
+    with pytest.raises(TypeError, match=r"x.view\(int64\) .* no derivative"):
+        x.view(np.int64)
