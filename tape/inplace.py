@@ -44,6 +44,7 @@ import numpy as np
 
 from sensitivities import astype, at
 from sensitivities.registry import value_of
+from sensitivities.update import set_at
 
 from .duck_arrays import is_duck_array
 from .recording import Record, apply
@@ -122,7 +123,9 @@ def _write(x: Any, new: Any) -> None:
     if alias is not None and alias.root is not None:
         root = alias.root
         index = np.unravel_index(positions(x), np.shape(value_of(root)))
-        new, x = _cast(at(root)[index].set(new), value_of(root)), root
+        # the positions of a view that can be written select each element once: no
+        # rounds for repeated indices to look for
+        new, x = _cast(set_at(root, index, new), value_of(root)), root
     commit(x, new)
     _refresh(x)
 
