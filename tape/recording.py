@@ -214,27 +214,23 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     # one tuple per set of positions for the whole process, not one per Branch
     node_args = _NODE_ARGS.setdefault(node_args, node_args)
     kind = type(value)
+    if kind is not _ndarray and (
+        kind is _float64 or kind is float or not isinstance(value, Record)
+    ):
+        return tape.branch(value, f, args, kwargs, vals, node_args, seal)
+    for i in node_args:
+        if vals[i] is value:  # the argument's own array (np.squeeze(a) is a), or an outer
+            return args[i]  # tape's node: as NumPy does, the very node, written as one
+    record = tape.branch(value, f, args, kwargs, vals, node_args, seal)
     if kind is _ndarray and value.base is None:
-        for i in node_args:
-            if vals[i] is value:  # the argument's own array (np.squeeze(a) is a): as in
-                return args[i]  # NumPy, the very node, so that a write shows in both
-        record = tape.branch(value, f, args, kwargs, vals, node_args, seal)
         # A result the tape made itself: freezing it costs nothing and stops any later
         # in-place change of the array at the line that tries it. Views share the data
         # of an array that is frozen or fingerprinted already.
         value.setflags(False)  # write=False, passed positionally: a third of the cost
         return record
-    if kind is not _ndarray and (
-        kind is _float64 or kind is float or not isinstance(value, Record)
-    ):
-        return tape.branch(value, f, args, kwargs, vals, node_args, seal)
-    if kind is not _ndarray:
-        for i in node_args:
-            if vals[i] is value:  # an outer tape's node handed back as it is: this one too
-                return args[i]
     # a view, perhaps of an argument (or an outer tape's node that is one): a write to
     # either must show in the other
-    return note_view(tape.branch(value, f, args, kwargs, vals, node_args, seal), args)
+    return note_view(record, args)
 
 
 def _unwrap_sequence(f, i, seq, tape, with_rules, seal):
