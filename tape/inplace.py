@@ -20,7 +20,7 @@ Views: a node whose value shares memory with another node's, whatever made it (b
 indexing, ``reshape``, ``np.split``, ``np.atleast_2d``, ``sliding_window_view``...), was
 registered as a view when recorded (``versions.note_view``), on its *root*: the node that
 is no view, never an intermediate view. A function that hands back its argument's own
-array (``np.squeeze(a) is a`` where there is nothing to squeeze) hands back the very node.
+array (``np.squeeze(a) is a`` where there is nothing to squeeze) makes a view of all of it.
 
 - A write to a view is a write to its root, at the flat positions the view covers
   (``versions.positions``: the calls that made the view, repeated once on

@@ -20,8 +20,8 @@ latest version (``current``, ``_apply_current``: one attribute test per node arg
 the common path), except in a function that is entered, which runs on the nodes the
 caller holds. A result whose value is a NumPy view of a node argument's is registered as
 a view of that node's root (``versions.note_view``), so that a write to either shows in
-the other (``tape.inplace``); a result that is an argument's own array is that argument's
-node, as NumPy hands back the very array.
+the other (``tape.inplace``), a result that is an argument's own array (``np.squeeze(a)
+is a``) included.
 
 Branches are made by their tape (``tape.branch``), and added to it by
 ``Tape.add``, which is what lets a ``Tape`` subclass decide how a record is added (see
@@ -116,10 +116,10 @@ def _current_in(a: Any) -> Any:
 
 def _apply_current(f: Any, args: tuple, kwargs: dict | None) -> Any:
     """``apply`` for a call that meets nodes written in place: recorded on their latest
-    versions; a result that is a view registered on the nodes the caller holds, and a
-    result that is one of those versions handed back as the node the caller holds (as
-    NumPy hands back the very array). A function that is entered runs on the nodes the
-    caller holds, each of its inner calls coming back here."""
+    versions; a result that is a view registered on the nodes the caller holds (and a
+    version, were one handed back, replaced by the node the caller holds: no version
+    ever reaches the user). A function that is entered runs on the nodes the caller
+    holds, each of its inner calls coming back here."""
     if _rules_of(f) is None:
         return _unrecorded(f, innermost_tape(args), None, args, kwargs)
     currents = tuple(_current_in(a) for a in args)
@@ -218,11 +218,11 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
         kind is _float64 or kind is float or not isinstance(value, Record)
     ):
         return tape.branch(value, f, args, kwargs, vals, node_args, seal)
-    for i in node_args:
-        if vals[i] is value:  # the argument's own array (np.squeeze(a) is a), or an outer
-            return args[i]  # tape's node: as NumPy does, the very node, written as one
     record = tape.branch(value, f, args, kwargs, vals, node_args, seal)
     if kind is _ndarray and value.base is None:
+        for i in node_args:
+            if vals[i] is value:  # the argument's own array (np.squeeze(a) is a): a view
+                return note_view(record, args)  # of all of it, never frozen here
         # A result the tape made itself: freezing it costs nothing and stops any later
         # in-place change of the array at the line that tries it. Views share the data
         # of an array that is frozen or fingerprinted already.

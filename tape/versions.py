@@ -148,7 +148,7 @@ def note_view(record: Any, args: tuple) -> Any:
     seen by the other (``tape.inplace``). It is registered on that node's root, once.
     Returns ``record``."""
     value = registry.value_of(record.value)
-    if type(value) is not np.ndarray or value.base is None:
+    if type(value) is not np.ndarray:
         return record
     owner = _owner(value)
     for i in record.node_args:
@@ -159,7 +159,9 @@ def note_view(record: Any, args: tuple) -> Any:
         if alias is not None and type(alias) is not Alias:
             continue  # a version, or the copy of a written node: no base of views
         held = registry.value_of(a.value)
-        if type(held) is np.ndarray and _owner(held) is owner and np.may_share_memory(value, held):
+        if held is value or (
+            type(held) is np.ndarray and _owner(held) is owner and np.may_share_memory(value, held)
+        ):
             if alias is None:
                 root = a
                 alias = a.alias = Alias()
