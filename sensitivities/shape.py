@@ -25,6 +25,7 @@ import operator
 
 import numpy as np
 
+from .batching import batching
 from .registry import implementation, nondifferentiable, primitive, sensitivity, value_of
 
 
@@ -952,7 +953,7 @@ def _gradient(f, *varargs, axis=None, edge_order=1):
     return out[0] if len(out) == 1 else tuple(out)
 
 
-# -- sliding windows: a gather of the windows' elements, whose adjoint adds them back ---------
+# -- sliding windows: NumPy's own read-only view, whose adjoint adds the windows back -------
 
 
 @implementation(np.lib.stride_tricks.sliding_window_view)
@@ -962,34 +963,33 @@ def _sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=F
             "sliding_window_view(..., writeable=True) of a node: windows share memory with x, "
             "and a write into one cannot be recorded"
         )
-    window_shape = tuple(window_shape) if np.iterable(window_shape) else (window_shape,)
-    ndim = np.ndim(x)
-    if axis is None:
-        if len(window_shape) != ndim:
-            raise ValueError(
-                f"Since axis is `None`, must provide window_shape for all dimensions of `x`; "
-                f"got {len(window_shape)} window_shape elements and `x.ndim` is {ndim}."
-            )
-        axis = tuple(range(ndim))
-    else:
-        axis = tuple(axis) if np.iterable(axis) else (axis,)
-        if len(window_shape) != len(axis):
-            raise ValueError(
-                f"Must provide matching length window_shape and axis; got {len(window_shape)} "
-                f"window_shape elements and {len(axis)} axes elements."
-            )
-    if any(w < 0 for w in window_shape):
-        raise ValueError("`window_shape` cannot contain negative values")
-    out = x
-    for ax, w in zip(axis, window_shape):
-        ax %= ndim
-        n = np.shape(out)[ax]
-        if n < w:
-            raise ValueError("window shape cannot be larger than input array shape")
-        # windows[i, j] = x[i + j], along ax; the window's own axis goes last, as NumPy's
-        index = np.arange(n - w + 1)[:, None] + np.arange(w)[None, :]
-        out = np.moveaxis(np.take(out, index, axis=ax), ax + 1, -1)
-    return out
+    return sliding_windows(x, window_shape, axis)
+
+
+@primitive
+def sliding_windows(x, window_shape, axis=None):
+    """NumPy's read-only ``sliding_window_view(x, window_shape, axis)``: a view of ``x``, so
+    that a write into ``x`` shows in the windows, as in NumPy."""
+    return np.lib.stride_tricks.sliding_window_view(x, window_shape, axis)
+
+
+@sensitivity(sliding_windows, 0)
+def _(y, ybar, x, window_shape, axis=None):
+    numbers = np.reshape(np.arange(np.size(x)), np.shape(x))
+    numbers = np.lib.stride_tricks.sliding_window_view(numbers, window_shape, axis)
+    flat = scatter_add(np.ravel(np.zeros_like(x)), np.ravel(numbers), np.ravel(ybar))
+    return np.reshape(flat, np.shape(x))
+
+
+@batching(sliding_windows)
+def _(args, batched, **kwargs):
+    x, window_shape, *axis = args
+    axis = axis[0] if axis else kwargs.get("axis")
+    if any(batched[1:]):
+        return NotImplemented
+    ndim = np.ndim(x) - 1
+    axes = range(ndim) if axis is None else axis if np.iterable(axis) else (axis,)
+    return sliding_windows(x, window_shape, tuple(a % ndim + 1 for a in axes))
 
 
 # -- piecewise: each function on its slice, put in place with scatter_add --------------------

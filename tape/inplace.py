@@ -16,13 +16,23 @@ The node's position stays that of the value it first had: ``rt[x]`` and ``grad``
 input gradients are the adjoints of the values passed in, and the user's arrays are
 never written.
 
-Views: a node whose value is a NumPy view of another node's value was registered as its
-view when recorded (``recording._note_view``). A write to a view is a write to its base,
-at the positions the view covers (found by making the view of ``np.arange`` in place of
-the base's value); every live view of a written base is then recorded again from the
-base's new value, so that both sides see every write, as in NumPy: at once for the value,
-and for the record when the view is next used (a view the program never uses again
-costs one NumPy call per write).
+Views: a node whose value shares memory with another node's, whatever made it (basic
+indexing, ``reshape``, ``np.split``, ``np.atleast_2d``, ``sliding_window_view``...), was
+registered as a view when recorded (``versions.note_view``), on its *root*: the node that
+is no view, never an intermediate view. A function that hands back its argument's own
+array (``np.squeeze(a) is a`` where there is nothing to squeeze) makes a view of all of it.
+
+- A write to a view is a write to its root, at the flat positions the view covers
+  (``versions.positions``: the calls that made the view, repeated once on
+  ``np.arange``, composed down the chain of views by a loop and kept).
+- A write to a root gives every view registered on it its new value at once, by one
+  NumPy call each (the call that made it, on its parent's new value, in the order they
+  were made), and no record; a view is recorded again, from the root's latest version
+  at its positions, only when next used. A write costs one update of the root whatever
+  the depth of the view written, and one NumPy call per view of its root.
+
+A write of a value that carries no gradient (``x //= c``, whose floor has a zero
+derivative) is recorded as ``at(x)[...].set(value)``: the old value gets no gradient.
 """
 
 from __future__ import annotations
@@ -33,11 +43,12 @@ from typing import Any, Callable
 import numpy as np
 
 from sensitivities import astype, at
-from sensitivities.registry import function_name, value_of
+from sensitivities.registry import value_of
+from sensitivities.update import set_at
 
 from .duck_arrays import is_duck_array
 from .recording import Record, apply
-from .versions import OUTDATED, Moved, commit, keep_record
+from .versions import OUTDATED, Moved, commit, keep_record, positions
 
 __all__ = ["augmented", "set_item"]
 
@@ -78,8 +89,16 @@ def _check_view(x: Any, read_only: str) -> None:
     """For a view, NumPy's error where it is read-only, and tape's where it cannot
     follow it; nothing for a node that is no view."""
     alias = x.alias
-    if alias is not None and alias.view_of is not None:
-        _positions(x, read_only)
+    if alias is None or alias.root is None:
+        return
+    mapped = positions(x)
+    if type(mapped) is str:
+        raise TypeError(
+            f"cannot write into {x!r} in place: it is a view of {alias.root!r} {mapped}; "
+            "compute the new base with tape.at(base)[index].set(v) instead"
+        )
+    if not mapped.flags.writeable:
+        raise ValueError(read_only)  # as NumPy says it
 
 
 def _cast(new: Any, value: np.ndarray) -> Any:
@@ -90,69 +109,44 @@ def _cast(new: Any, value: np.ndarray) -> Any:
 
 
 def _write(x: Any, new: Any) -> None:
-    """Make ``new`` (a record) the value of node ``x``: through its base for a view."""
-    if not (isinstance(new, Record) and new.tape is x.tape):
+    """Make ``new`` (a record, or a plain value that carries no gradient) the value of
+    node ``x``: through its root for a view, at the positions the view covers."""
+    if not isinstance(new, Record):
+        new = at(x)[...].set(new)  # a constant (x //= c): the old value gets no gradient
+    if new.tape is not x.tape:
         raise TypeError(
             f"cannot write into {x!r} in place: the new value belongs to an inner "
             "derivative's tape (a node of an inner grad written into a node of an outer "
             "one); write y = x + v (or tape.at(x)[i].set(v)) and use y instead"
         )
     alias = x.alias
-    if alias is not None and alias.view_of is not None:
-        base = alias.view_of[0]
-        shape = np.shape(value_of(base))
-        index = np.unravel_index(_positions(x), shape)
-        _write(base, _cast(at(base)[index].set(new), value_of(base)))
-        return
+    if alias is not None and alias.root is not None:
+        root = alias.root
+        index = np.unravel_index(positions(x), np.shape(value_of(root)))
+        # the positions of a view that can be written select each element once: no
+        # rounds for repeated indices to look for
+        new, x = _cast(set_at(root, index, new), value_of(root)), root
     commit(x, new)
     _refresh(x)
 
 
-def _positions(view: Any, read_only: str = "assignment destination is read-only") -> np.ndarray:
-    """The flat positions in its base of each element of ``view``."""
-    base, f, args, kwargs = view.alias.view_of
-    held, seen = value_of(base), value_of(view)
-    ids = np.arange(held.size).reshape(held.shape)
-    try:
-        mapped = f(*(ids if a is base else value_of(a) for a in args), **kwargs)
-    except Exception:
-        mapped = None
-    if (
-        type(mapped) is not np.ndarray
-        or mapped.shape != seen.shape
-        or held.dtype != seen.dtype
-        or not np.shares_memory(mapped, ids)
-    ):
-        raise TypeError(
-            f"cannot write into {view!r} in place: it is a view of {base!r} made by "
-            f"{function_name(f)}, whose elements tape cannot map onto the base's (a view "
-            "of another dtype, such as .real or .imag of a complex array, or a view made "
-            "by a function it cannot repeat); compute the new base with tape.at(base)"
-            "[index].set(v) instead"
-        )
-    if not mapped.flags.writeable:
-        raise ValueError(read_only)  # as NumPy says it
-    return mapped
-
-
-def _refresh(base: Any) -> None:
-    """Give every live view of ``base`` (and theirs) its value from the base's new one, at
-    NumPy's cost (no record); each is recorded again only when next used (``OUTDATED``)."""
-    records = base.tape.records
-    for pos in dict.fromkeys(base.alias.views):  # once each
+def _refresh(root: Any) -> None:
+    """Give every view of ``root`` its value from the root's new one, at NumPy's cost (no
+    record), in the order they were made, so that a view's parent is always done first;
+    each is recorded again only when next used (``OUTDATED``)."""
+    records = root.tape.records
+    for pos in root.alias.views:
         if pos >= len(records):
             continue
         view = records[pos]
         if type(view.alias) is Moved:
             view = view.alias.node
         alias = view.alias
-        if alias is None or alias.view_of is None or alias.view_of[0] is not base:
+        if alias is None or alias.root is not root:
             continue  # a position that a failed call gave back, now another record's
-        _, f, args, kwargs = alias.view_of
+        _, f, args, kwargs = alias.made
         if alias.latest is None:
             keep_record(view)
         vals = [a.value if isinstance(a, Record) and a.tape is view.tape else a for a in args]
         view.value = f(*vals, **kwargs) if kwargs else f(*vals)
         alias.latest = OUTDATED
-        if alias.views:
-            _refresh(view)

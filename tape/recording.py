@@ -17,9 +17,11 @@ hand a call that meets a node to the node's ``__record_call__`` (see
 
 Before any of that, a node argument written in place is replaced by the record of its
 latest version (``current``, ``_apply_current``: one attribute test per node argument on
-the common path); and a result whose value is a NumPy view of a node argument's is
-registered as that node's view (``versions.note_view``), so that a write to either shows in the
-other (``tape.inplace``).
+the common path), except in a function that is entered, which runs on the nodes the
+caller holds. A result whose value is a NumPy view of a node argument's is registered as
+a view of that node's root (``versions.note_view``), so that a write to either shows in
+the other (``tape.inplace``), a result that is an argument's own array (``np.squeeze(a)
+is a``) included.
 
 Branches are made by their tape (``tape.branch``), and added to it by
 ``Tape.add``, which is what lets a ``Tape`` subclass decide how a record is added (see
@@ -50,7 +52,7 @@ from .errors import (
 )
 from .keywords import positional_call
 from .mutation import sealed, sealed_subclass
-from .versions import OUTDATED, commit, note_view, written
+from .versions import OUTDATED, VERSION, commit, note_view, positions, written
 
 __all__ = ["Record", "apply", "current", "plain", "innermost_tape", "record_primitive"]
 
@@ -71,9 +73,37 @@ def current(node: Any) -> Any:
     if alias is None or alias.latest is None:
         return node
     if alias.latest is OUTDATED:
-        base, f, args, kwargs = alias.view_of
-        commit(node, apply(f, tuple(_current_in(a) for a in args), kwargs or None))
+        _remake(node)
     return alias.latest
+
+
+def _remake(view: Any) -> None:
+    """Record ``view`` again, its root having been written since: gathered from the
+    root's latest version at the positions it covers, one record whatever the chain of
+    views that made it. A view tape cannot map (``.real`` of a complex array) is made
+    again by its own call from its parent's current record; the parents that need the
+    same are found by a loop, first to last."""
+    chain = [view]
+    while type(positions(chain[-1])) is str:
+        parent = chain[-1].alias.made[0]
+        if parent.alias is None or parent.alias.latest is not OUTDATED:
+            break
+        chain.append(parent)
+    for node in reversed(chain):
+        mapped = positions(node)
+        if type(mapped) is str:
+            _, f, args, kwargs = node.alias.made
+            new = apply(f, tuple(_current_in(a) for a in args), kwargs or None)
+        else:
+            if mapped.ndim:
+                new = apply(np.take, (current(node.alias.root), mapped))
+            else:  # np.take of a 0-d index gives a scalar; a view of 0-d is a 0-d array
+                new = apply(np.take, (current(node.alias.root), mapped.reshape(1)))
+                new = apply(np.reshape, (new, ()))
+            # the same numbers, laid out as NumPy's view is (a refreshed view's value):
+            # what is a view or a copy of it later (reshape, ravel) is then as in NumPy
+            new.value = node.value
+        commit(node, new)
 
 
 def _current_in(a: Any) -> Any:
@@ -86,10 +116,21 @@ def _current_in(a: Any) -> Any:
 
 def _apply_current(f: Any, args: tuple, kwargs: dict | None) -> Any:
     """``apply`` for a call that meets nodes written in place: recorded on their latest
-    versions, and a result that is a view registered on the nodes the caller holds."""
-    result = apply(f, tuple(_current_in(a) for a in args), kwargs)
-    if isinstance(result, Record) and result.alias is None:
-        note_view(result, args)
+    versions; a result that is a view registered on the nodes the caller holds (and a
+    version, were one handed back, replaced by the node the caller holds: no version
+    ever reaches the user). A function that is entered runs on the nodes the caller
+    holds, each of its inner calls coming back here."""
+    if _rules_of(f) is None:
+        return _unrecorded(f, innermost_tape(args), None, args, kwargs)
+    currents = tuple(_current_in(a) for a in args)
+    result = apply(f, currents, kwargs)
+    if isinstance(result, Record):
+        if result.alias is None:
+            note_view(result, args)
+        elif result.alias is VERSION:
+            for a, c in zip(args, currents):
+                if result is c:
+                    return a
     return result
 
 
@@ -178,20 +219,24 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
         raise
     # one tuple per set of positions for the whole process, not one per Branch
     node_args = _NODE_ARGS.setdefault(node_args, node_args)
-    record = tape.branch(value, f, args, kwargs, vals, node_args, seal)
     kind = type(value)
+    if kind is not _ndarray and (
+        kind is _float64 or kind is float or not isinstance(value, Record)
+    ):
+        return tape.branch(value, f, args, kwargs, vals, node_args, seal)
+    record = tape.branch(value, f, args, kwargs, vals, node_args, seal)
     if kind is _ndarray and value.base is None:
+        for i in node_args:
+            if vals[i] is value:  # the argument's own array (np.squeeze(a) is a): a view
+                return note_view(record, args)  # of all of it, never frozen here
         # A result the tape made itself: freezing it costs nothing and stops any later
         # in-place change of the array at the line that tries it. Views share the data
         # of an array that is frozen or fingerprinted already.
         value.setflags(False)  # write=False, passed positionally: a third of the cost
-    elif kind is _ndarray or (
-        kind is not _float64 and kind is not float and isinstance(value, Record)
-    ):
-        # a view, perhaps of an argument (or an outer tape's node that is one): a write to
-        # either must show in the other
-        note_view(record, args)
-    return record
+        return record
+    # a view, perhaps of an argument (or an outer tape's node that is one): a write to
+    # either must show in the other
+    return note_view(record, args)
 
 
 def _unwrap_sequence(f, i, seq, tape, with_rules, seal):

@@ -24,8 +24,8 @@ Glossary of the engine (each term is one name in the code):
   ``tape.inplace``) keeps its identity and its position, that of the value it first had,
   where a copy of its first record now stands; its ``alias.latest`` is the record of its
   current value (a *version*), on which later calls are recorded (``recording.current``).
-  A *view*: a node whose value is a NumPy view of another node's, registered in
-  ``alias.views`` of that node, its *base*.
+  A *view*: a node whose value shares memory with another node's, registered in
+  ``alias.views`` of its *root*, the node that is no view (``tape.versions``).
 
 Where things happen: ``tape.recording`` turns a call into a Branch; ``tape.node`` is
 the operator surface that brings calls there; ``tape.reverse`` runs the reverse pass;

@@ -2,8 +2,16 @@
 
 The bookkeeping only: which record holds a node's current value (``Alias.latest``),
 the copy that keeps a written node's old record on the tape (``keep_record``), and which
-nodes are NumPy views of which (``note_view``). Recording the calls is
-``tape.recording``'s business; this module records nothing.
+nodes are NumPy views of which (``note_view``), with the positions each view covers in
+the memory it shares (``positions``). Recording the calls is ``tape.recording``'s
+business; this module records nothing.
+
+One mechanism for views and versions: memory shared between nodes belongs to a *root*,
+a node that is no view; every view, a view of a view included, names that root directly
+and is registered on it once, in the order views were made. A write is a write to a
+root; it gives the root a new version and each of its views its new value, one loop over
+them, never a recursion. A version record carries ``VERSION``, a marker with nothing to
+assign into: nothing shared between programs is ever written.
 """
 
 from __future__ import annotations
@@ -14,7 +22,10 @@ import numpy as np
 
 from sensitivities import registry
 
-__all__ = ["Alias", "Moved", "VERSION", "OUTDATED", "commit", "keep_record", "written", "note_view"]
+__all__ = [
+    "Alias", "Moved", "VERSION", "OUTDATED", "commit", "keep_record", "written", "note_view",
+    "positions",
+]  # fmt: skip
 
 
 def _is_node(a: Any) -> bool:
@@ -22,23 +33,56 @@ def _is_node(a: Any) -> bool:
 
 
 class Alias:
-    """What a node written in place, or with views, knows of its versions (``tape.inplace``).
+    """What a node written in place, or sharing memory with other nodes, knows of it.
 
     ``latest``: the record of the node's current value once it has been written (None
-    before); the node keeps its identity and its position, which stay those of the value
-    it first had, while later calls are recorded on ``latest``. ``views``: the positions
-    on its tape of the nodes that are NumPy views of it (positions, not the nodes: a view
-    refers to its base, and a reference back would make a cycle that outlives the tape).
-    ``view_of``: for a view, ``(base,
-    f, args, kwargs)``, its base node and the call that made it from the base.
+    before; ``OUTDATED`` for a view whose root was written since it was last recorded);
+    the node keeps its identity and its position, which stay those of the value it first
+    had, while later calls are recorded on ``latest``. For a root: ``views``, the
+    positions on its tape of every view of it (views of views too) in the order they
+    were made (positions, not the nodes: a view refers to its root, and a reference back
+    would make a cycle that outlives the tape). For a view: ``root``, the node whose
+    memory it shares (never a view itself); ``made``, ``(parent, f, args, kwargs)``, the
+    call that made it from the node it was made from; ``mapped``, once needed, the flat
+    position in the root's value of each of its elements (an int array, read-only where
+    NumPy's view is) or, where tape cannot map them, a sentence saying why; for a root,
+    its own positions, ``np.arange`` in its shape, once a view needed them.
     """
 
-    __slots__ = ("latest", "views", "view_of")
+    __slots__ = ("latest", "views", "root", "made", "mapped")
 
-    def __init__(self, view_of: tuple | None = None) -> None:
+    def __init__(self, root: Any = None, made: tuple | None = None) -> None:
         self.latest = None
         self.views: list = []
-        self.view_of = view_of
+        self.root = root
+        self.made = made
+        self.mapped = None
+
+
+class _Version:
+    """The ``alias`` of a record that holds a written node's version: never written
+    itself, never the base of a view. Immutable: it has nothing to assign into."""
+
+    __slots__ = ()
+    latest = root = made = mapped = None
+    views = ()
+
+    def __repr__(self) -> str:
+        return "VERSION"
+
+
+class _Outdated:
+    """``alias.latest`` of a view whose root was written: its value is already the new
+    one; its record is made again from the root's latest version when it is next used."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "OUTDATED"
+
+
+VERSION = _Version()
+OUTDATED = _Outdated()
 
 
 class Moved:
@@ -46,18 +90,11 @@ class Moved:
     copy itself is a record of the old value, never written and no base of views."""
 
     __slots__ = ("node",)
-    latest = view_of = None
+    latest = root = made = mapped = None
+    views = ()
 
     def __init__(self, node: Any) -> None:
         self.node = node
-
-
-# The alias of the records that hold a written node's versions: never written themselves,
-# never the base of a view (a view is registered on the node the user holds).
-VERSION = Alias()
-# ``alias.latest`` of a view whose base was written: its value is already the new one, and
-# its record is made again from the base's latest version when it is next used.
-OUTDATED = Alias()
 
 
 def commit(x: Any, new: Any) -> None:
@@ -83,7 +120,7 @@ def keep_record(x: Any) -> None:
             for name in getattr(cls, "__slots__", ()):
                 if name != "__weakref__" and hasattr(x, name):
                     setattr(old, name, getattr(x, name))
-        old.alias = Moved(x)  # a view's base finds the node through its position
+        old.alias = Moved(x)  # a root finds the view through its position
         records[x.pos] = old
 
 
@@ -99,7 +136,8 @@ def written(args: Any) -> bool:
 
 
 def _owner(a: Any) -> Any:
-    while isinstance(a, np.ndarray) and a.base is not None:
+    # np.lib.stride_tricks makes its views through an object that keeps the base as .base
+    while getattr(a, "base", None) is not None:
         a = a.base
     return a
 
@@ -107,20 +145,79 @@ def _owner(a: Any) -> Any:
 def note_view(record: Any, args: tuple) -> Any:
     """Register ``record`` as a view of the node among ``args`` (at its node positions)
     whose value it shares memory with, as NumPy would: a write to either side is then
-    seen by the other (``tape.inplace``). Returns ``record``."""
+    seen by the other (``tape.inplace``). It is registered on that node's root, once.
+    Returns ``record``."""
     value = registry.value_of(record.value)
-    if type(value) is not np.ndarray or value.base is None:
+    if type(value) is not np.ndarray:
         return record
     owner = _owner(value)
     for i in record.node_args:
         a = args[i]
-        if not _is_node(a) or a.alias is VERSION or type(a.alias) is Moved:
+        if not _is_node(a) or a.tape is not record.tape:
             continue
+        alias = a.alias
+        if alias is not None and type(alias) is not Alias:
+            continue  # a version, or the copy of a written node: no base of views
         held = registry.value_of(a.value)
-        if type(held) is np.ndarray and _owner(held) is owner and np.may_share_memory(value, held):
-            if a.alias is None:
-                a.alias = Alias()
-            a.alias.views.append(record.pos)
-            record.alias = Alias((a, record.f, args, record.kwargs))
+        if held is value or (
+            type(held) is np.ndarray and _owner(held) is owner and np.may_share_memory(value, held)
+        ):
+            if alias is None:
+                root = a
+                alias = a.alias = Alias()
+            elif alias.root is None:
+                root = a
+            else:
+                root = alias.root
+                alias = root.alias
+            alias.views.append(record.pos)
+            record.alias = Alias(root, (a, record.f, args, record.kwargs))
             return record
     return record
+
+
+def positions(view: Any) -> Any:
+    """The flat position in its root's value of each element of ``view`` (an int array
+    of the view's shape, read-only where NumPy's view is), or a sentence saying why tape
+    cannot map them. Found once per view, by repeating the call that made it on its
+    parent's positions (a root's are ``np.arange``): a loop up the views' parents to the
+    first whose positions are known, then one call per view on the way down."""
+    chain = []
+    node = view
+    while node.alias is not None and node.alias.root is not None:
+        if node.alias.mapped is not None:
+            break
+        chain.append(node)
+        node = node.alias.made[0]
+    mapped = node.alias.mapped  # a root's are kept too, once a view needed them
+    if mapped is None:
+        held = registry.value_of(node.value)
+        mapped = node.alias.mapped = np.arange(held.size).reshape(held.shape)
+    for node in reversed(chain):
+        if type(mapped) is not str:
+            mapped = _map(node, mapped)
+        node.alias.mapped = mapped
+    return mapped
+
+
+def _map(view: Any, parent_positions: np.ndarray) -> Any:
+    """``view``'s positions from its parent's: its call, repeated on them."""
+    parent, f, args, kwargs = view.alias.made
+    seen = registry.value_of(view.value)
+    try:
+        vals = [parent_positions if a is parent else registry.value_of(a) for a in args]
+        mapped = f(*vals, **kwargs) if kwargs else f(*vals)
+    except Exception:
+        mapped = None
+    if (
+        type(mapped) is np.ndarray
+        and mapped.shape == seen.shape
+        and registry.value_of(parent.value).dtype == seen.dtype
+        and np.may_share_memory(mapped, parent_positions)
+    ):
+        return mapped
+    return (
+        f"made by {registry.function_name(f)}, whose elements tape cannot map onto the "
+        "base's (a view of another dtype, such as .real or .imag of a complex array, or "
+        "a view made by a function it cannot repeat)"
+    )

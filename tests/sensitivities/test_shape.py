@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from sensitivities.shape import astype, filled_like, pad_copies, scatter_add
+from sensitivities.shape import astype, filled_like, pad_copies, scatter_add, sliding_windows
 from tape import Leaf, Tape, grad, propagate, reverse_tape
 from tests.fd import numeric_grad
 from tests.sensitivities.cases import Case, implementation_test, rule_test
@@ -636,6 +636,12 @@ def windows(x, window, axis):
     # a convolution written as NumPy users write it
     view = np.lib.stride_tricks.sliding_window_view(x, window, axis)
     return np.sum(view * np.linspace(0.5, 1.5, view.size).reshape(view.shape))
+
+
+# the windows are NumPy's own read-only view, one primitive with a rule
+WINDOW_CASES = [Case(sliding_windows, windows_draw, fn=windows)]
+
+test_sliding_windows_rule = rule_test(WINDOW_CASES)
 
 
 def piecewise_draw(data):
