@@ -8,7 +8,6 @@ decides anything about the tape: that is recording's business.
 
 from __future__ import annotations
 
-import builtins
 import dis
 import operator
 import sys
@@ -476,18 +475,6 @@ class Node(Record):
         return apply(np.copy, (flat,))
 
     squeeze = _recorded_method(np.squeeze)
-
-    def view(self, dtype: Any = None, type: Any = None) -> Any:
-        """``x.view()``: a view of the whole array, which sees every write to ``x`` and
-        shows its own in ``x``, as NumPy's. A view as another dtype reinterprets bytes,
-        which has no derivative: refused."""
-        same = dtype is None or (isinstance(dtype, builtins.type) and issubclass(dtype, np.ndarray))
-        if not same and np.dtype(dtype) != self.dtype:
-            raise TypeError(
-                f"x.view({np.dtype(dtype)}) of a node reinterprets its bytes, which has no "
-                "derivative; convert the values with x.astype(dtype) instead"
-            )
-        return apply(operator.getitem, (self, Ellipsis))
 
     def swapaxes(self, axis1: Any, axis2: Any) -> Any:
         return apply(np.swapaxes, (self, axis1, axis2))
