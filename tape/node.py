@@ -367,7 +367,7 @@ class Node(Record):
         is cast to ``x``'s dtype and must broadcast to ``x[index]``, with NumPy's errors.
         A node holding a Python float or a NumPy scalar has no items, as in NumPy."""
         alias = getattr(value, "alias", None)
-        if alias is not None and alias.view_of is not None and alias.view_of[0] is self:
+        if alias is not None and alias.root is not None and alias.root is _root(self):
             if _called_from_compiled_code(sys._getframe(1)):
                 raise TypeError(COMPILED_SWAP)
         set_item(self, index, value)
@@ -658,6 +658,12 @@ class Node(Record):
 _STORES = frozenset(
     dis.opmap[name] for name in ("STORE_SUBSCR", "STORE_SLICE") if name in dis.opmap
 )
+
+
+def _root(x: Any) -> Any:
+    """The node whose memory ``x`` shares: ``x`` itself unless it is a view."""
+    alias = x.alias
+    return x if alias is None or alias.root is None else alias.root
 
 
 def _called_from_compiled_code(frame: Any) -> bool:
