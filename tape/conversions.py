@@ -1,0 +1,368 @@
+"""Conversions inside code the user does not own: ``np.asarray(node)`` in a library.
+
+Library code converts what it is given before computing on it (statsmodels'
+``X = np.asarray(X)``, ``np.array([x, y])``, ``np.r_[...]``, ``np.full(n, v)``). NumPy's
+``__array__`` protocol must return an ndarray, so a node cannot answer such a call by
+itself. Instead, while some thread runs a forward pass (``grad`` and every transform,
+through ``converting()``), NumPy's conversion functions are replaced, wherever a loaded
+module binds them by their own name (``numpy.asarray``, ``numpy._core.numeric.array``,
+a library's ``from numpy import asarray``), by wrappers that
+
+- in a thread that is recording, and given a node or a list or tuple holding one, return
+  the node itself or the stacked node, with ``np.array``'s meaning (dtype, ``ndmin``,
+  ``copy``: a copy is a recorded copy, so that writing to it leaves the node alone);
+- otherwise call NumPy's own function: another thread gets NumPy's own results.
+
+SciPy functions with a ``tape.scipy`` counterpart are replaced the same way (the
+wrapper calls the counterpart when it meets a node), and so are the methods of
+``scipy.stats``' distribution objects (``stats.norm.cdf``).
+
+The names come back when the last pass in any thread ends, on every exit, Ctrl-C
+included (``tape.interrupts``). Outside a pass nothing is replaced and nothing costs;
+inside one, a call that meets no node pays one Python call and a thread-local test.
+Out of reach: compiled code, which converts with C's ``PyArray_FromAny``; a name bound
+under another name (``from numpy import asarray as aa``), or held in a default argument
+or a data structure; a module imported while a pass runs, until the next pass.
+``library_code(False)`` switches the mechanism off in the current thread.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, Callable
+
+import numpy as np
+
+from sensitivities import astype
+from sensitivities.registry import value_of
+
+from .interrupts import uninterrupted
+from .recording import Record, innermost_tape
+
+__all__ = ["converting", "library_code", "is_converting"]
+
+
+class _State(threading.local):
+    depth = 0  # passes open in this thread
+    off = 0  # library_code(False) blocks open in this thread
+
+
+_state = _State()
+_lock = threading.Lock()
+_threads = 0  # passes open in all threads that convert; the names are swapped while > 0
+_swapped: list = []  # (namespace, name, original) as restored at the end
+_scanned = (-1, ())  # (len(sys.modules), binding sites) of the last scan
+
+
+def is_converting() -> bool:
+    """Whether conversions meeting nodes in this thread become recorded calls now."""
+    return _state.depth > 0 and not _state.off
+
+
+class converting:
+    """Context manager around a forward pass: library conversions of nodes are recorded
+    inside it, in this thread (unless ``library_code(False)`` is in force)."""
+
+    __slots__ = ("counted",)
+
+    def __enter__(self) -> None:
+        global _threads
+        self.counted = not _state.off
+        if not self.counted:
+            return
+        with uninterrupted(), _lock:
+            if _threads == 0:
+                _swap_in()
+            _threads += 1
+            _state.depth += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        global _threads
+        if not self.counted:
+            return
+        with uninterrupted(), _lock:
+            _state.depth -= 1
+            _threads -= 1
+            if _threads == 0:
+                _swap_out()
+
+
+class library_code:
+    """Context manager: ``library_code(False)`` switches off, in this thread, the recording
+    of conversions inside library code (``np.asarray(node)`` then raises, as it does
+    outside ``grad``); ``library_code(True)`` is the default.
+
+    >>> import numpy as np
+    >>> from tape import grad, library_code
+    >>> grad(lambda x: np.sum(np.asarray(x) ** 2))(np.array([1.0, 2.0]))
+    (array([2., 4.]),)
+    >>> with library_code(False):
+    ...     try:
+    ...         grad(lambda x: np.sum(np.asarray(x) ** 2))(np.array([1.0, 2.0]))
+    ...     except TypeError as e:
+    ...         print(type(e).__name__)
+    NodeConversionError
+    """
+
+    __slots__ = ("enabled", "saved")
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = bool(enabled)
+
+    def __enter__(self) -> None:
+        self.saved = _state.off
+        _state.off = 0 if self.enabled else self.saved + 1
+
+    def __exit__(self, *exc: Any) -> None:
+        _state.off = self.saved
+
+
+# -- the swap --------------------------------------------------------------------------
+
+
+def _swap_in() -> None:
+    for namespace, name, _ in _sites():
+        original = namespace.get(name)
+        wrapper = _WRAPPERS.get(id(original))
+        if wrapper is not None and wrapper[0] is original:
+            namespace[name] = wrapper[1]
+            _swapped.append((namespace, name, original))
+    for owner, name, wrapper in _method_sites():
+        owner.__dict__[name] = wrapper
+        _swapped.append((owner.__dict__, name, None))
+
+
+def _swap_out() -> None:
+    while _swapped:
+        namespace, name, original = _swapped.pop()
+        if original is None:
+            namespace.pop(name, None)
+        else:
+            namespace[name] = original
+
+
+def _sites() -> tuple:
+    """``(namespace, name, original)`` for every loaded module that binds one of the
+    replaced functions under its own name; scanned again when modules were imported."""
+    global _scanned
+    count = len(sys.modules)
+    if _scanned[0] == count:
+        return _scanned[1]
+    _load_counterparts()
+    names = {name for _, name in _ORIGINALS}
+    found = []
+    for module_name, module in list(sys.modules.items()):
+        if module is None or module_name.startswith(("tape.", "sensitivities.")):
+            continue
+        try:
+            namespace = vars(module)
+        except TypeError:
+            continue
+        if type(namespace) is not dict:
+            continue
+        for name in names:
+            held = namespace.get(name)
+            if held is not None and id(held) in _WRAPPERS and _WRAPPERS[id(held)][0] is held:
+                found.append((namespace, name, held))
+    _scanned = (count, tuple(found))
+    return _scanned[1]
+
+
+# -- NumPy's conversions ---------------------------------------------------------------
+
+_ndarray = np.ndarray
+
+
+def _converted(a: Any, dtype: Any = None, copy: Any = None, ndmin: int = 0) -> Any:
+    """``np.array(a, dtype, copy=copy, ndmin=ndmin)`` for ``a`` holding a node: the node,
+    the stacked node, or a recorded copy or cast of it."""
+    probe = _ORIGINAL_ARRAY(value_of(a), dtype=dtype, copy=copy, ndmin=ndmin)  # NumPy's errors
+    if probe.dtype == object:
+        return _ORIGINAL_ARRAY(a, dtype=dtype, copy=copy, ndmin=ndmin)  # an array of nodes
+    if isinstance(a, Record):
+        node = a
+        fresh = False
+    else:
+        node = _stacked(a)
+        fresh = True
+    if np.result_type(value_of(node)) != probe.dtype:
+        node = astype(node, probe.dtype)
+        fresh = True
+    if np.ndim(node) != probe.ndim:
+        node = np.reshape(node, probe.shape)
+    if copy and not fresh:
+        node = np.copy(node)
+    return node
+
+
+def _stacked(seq: Any) -> Any:
+    """A list or tuple holding nodes (at any depth) as one node, as ``np.array`` reads it."""
+    items = [
+        _stacked(b) if (type(b) is list or type(b) is tuple) and innermost_tape(b) else b
+        for b in seq
+    ]
+    return np.stack(items)
+
+
+def _held(a: Any) -> bool:
+    if isinstance(a, Record):
+        return True
+    return (type(a) is list or type(a) is tuple) and innermost_tape(a) is not None
+
+
+def _asarray(a, dtype=None, order=None, *args, copy=None, **kwargs):
+    if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
+        return _converted(a, dtype, copy)
+    return _ORIGINAL_ASARRAY(a, dtype, order, *args, copy=copy, **kwargs)
+
+
+def _asanyarray(a, dtype=None, order=None, *args, copy=None, **kwargs):
+    if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
+        return _converted(a, dtype, copy)
+    return _ORIGINAL_ASANYARRAY(a, dtype, order, *args, copy=copy, **kwargs)
+
+
+def _array(a, dtype=None, *args, copy=True, ndmin=0, **kwargs):
+    if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
+        return _converted(a, dtype, copy, ndmin)
+    return _ORIGINAL_ARRAY(a, dtype, *args, copy=copy, ndmin=ndmin, **kwargs)
+
+
+def _ascontiguousarray(a, dtype=None, *args, **kwargs):
+    if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
+        return _converted(a, dtype, None, 1)
+    return _ORIGINAL_ASCONTIGUOUSARRAY(a, dtype, *args, **kwargs)
+
+
+def _asfortranarray(a, dtype=None, *args, **kwargs):
+    if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
+        return _converted(a, dtype, None, 1)
+    return _ORIGINAL_ASFORTRANARRAY(a, dtype, *args, **kwargs)
+
+
+def _asarray_chkfinite(a, dtype=None, order=None):
+    if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
+        node = _converted(a, dtype)
+        if not np.isfinite(value_of(node)).all():
+            raise ValueError("array must not contain infs or NaNs")
+        return node
+    return _ORIGINAL_ASARRAY_CHKFINITE(a, dtype, order)
+
+
+def _full(shape, fill_value, dtype=None, order="C", **kwargs):
+    if type(fill_value) is not float and _state.depth and not _state.off and _held(fill_value):
+        probe = _ORIGINAL_FULL(shape, value_of(fill_value), dtype, order)  # NumPy's errors
+        fill = _converted(fill_value, probe.dtype)
+        return np.zeros(probe.shape, probe.dtype) + fill  # a fresh node, writable in place
+    return _ORIGINAL_FULL(shape, fill_value, dtype, order, **kwargs)
+
+
+def _as_strided(x, shape=None, strides=None, subok=False, writeable=True):
+    if type(x) is not _ndarray and _state.depth and not _state.off and isinstance(x, Record):
+        from sensitivities.shape import strided_view
+
+        held = value_of(x)
+        shape = np.shape(held) if shape is None else tuple(shape)
+        strides = held.strides if strides is None else tuple(strides)
+        return strided_view(x, shape, strides)
+    return _ORIGINAL_AS_STRIDED(x, shape, strides, subok, writeable)
+
+
+_ORIGINAL_ASARRAY = np.asarray
+_ORIGINAL_ASANYARRAY = np.asanyarray
+_ORIGINAL_ARRAY = np.array
+_ORIGINAL_ASCONTIGUOUSARRAY = np.ascontiguousarray
+_ORIGINAL_ASFORTRANARRAY = np.asfortranarray
+_ORIGINAL_ASARRAY_CHKFINITE = np.asarray_chkfinite
+_ORIGINAL_FULL = np.full
+_ORIGINAL_AS_STRIDED = np.lib.stride_tricks.as_strided
+
+_NUMPY_WRAPPERS = (
+    (np.asarray, _asarray),
+    (np.asanyarray, _asanyarray),
+    (np.array, _array),
+    (np.ascontiguousarray, _ascontiguousarray),
+    (np.asfortranarray, _asfortranarray),
+    (np.asarray_chkfinite, _asarray_chkfinite),
+    (np.full, _full),
+    (np.lib.stride_tricks.as_strided, _as_strided),
+)
+for _original, _wrapper in _NUMPY_WRAPPERS:
+    _wrapper.__name__ = _original.__name__
+    _wrapper.__doc__ = _original.__doc__
+    _wrapper.__wrapped__ = _original
+# (original, the name it is bound by), and id(original) -> (original, wrapper): the
+# original is kept to tell a reused id apart
+_ORIGINALS: list = [(original, original.__name__) for original, _ in _NUMPY_WRAPPERS]
+_WRAPPERS: dict[int, tuple] = {id(original): (original, w) for original, w in _NUMPY_WRAPPERS}
+
+
+# -- SciPy's functions with a counterpart ---------------------------------------------
+
+_counterparts_loaded = False
+_METHODS: list = []  # (distribution object, method name, wrapper)
+
+
+def _counterpart(original: Callable, ours: Callable) -> Callable:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if _state.depth and not _state.off and (
+            innermost_tape(args) is not None or innermost_tape(tuple(kwargs.values()))
+        ):
+            return ours(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    wrapper.__name__ = getattr(original, "__name__", "wrapper")
+    wrapper.__doc__ = getattr(original, "__doc__", None)
+    wrapper.__wrapped__ = original
+    return wrapper
+
+
+def _load_counterparts() -> None:
+    """Add SciPy's functions that have a ``tape.scipy`` counterpart, once SciPy is loaded:
+    ``scipy.linalg``'s and ``scipy.signal``'s by function, ``scipy.stats``' distributions
+    by method of the distribution object."""
+    global _counterparts_loaded
+    if _counterparts_loaded or "scipy" not in sys.modules:
+        return
+    _counterparts_loaded = True
+    import importlib
+
+    for sub in ("linalg", "signal", "special"):
+        try:
+            theirs = importlib.import_module(f"scipy.{sub}")
+            ours = importlib.import_module(f"tape.scipy.{sub}")
+        except ImportError:
+            continue
+        for name in getattr(ours, "__all__", ()):
+            original, counterpart = getattr(theirs, name, None), getattr(ours, name, None)
+            if (
+                callable(original)
+                and callable(counterpart)
+                and original is not counterpart
+                and not isinstance(original, np.ufunc)  # ufuncs dispatch by themselves
+            ):
+                _ORIGINALS.append((original, name))
+                _WRAPPERS[id(original)] = (original, _counterpart(original, counterpart))
+    try:
+        from scipy import stats as theirs_stats
+
+        from .scipy import stats as ours_stats
+    except ImportError:
+        return
+    for name in ours_stats.__all__:
+        ours = getattr(ours_stats, name, None)
+        theirs = getattr(theirs_stats, name, None)
+        if theirs is None or not hasattr(theirs, "__dict__"):
+            continue
+        for method in getattr(ours, "methods", ()):
+            # statsmodels calls the standard forms too: norm._cdf(x) is norm.cdf(x)
+            for spelled in (method, "_" + method):
+                original = getattr(theirs, spelled, None)
+                if callable(original):
+                    wrapper = _counterpart(original, getattr(ours, method))
+                    _METHODS.append((theirs, spelled, wrapper))
+
+
+def _method_sites() -> list:
+    return _METHODS
