@@ -328,7 +328,7 @@ def _load_counterparts() -> None:
     _counterparts_loaded = True
     import importlib
 
-    for sub in ("linalg", "signal", "special"):
+    for sub in ("linalg", "signal", "special", "spatial.distance"):
         try:
             theirs = importlib.import_module(f"scipy.{sub}")
             ours = importlib.import_module(f"tape.scipy.{sub}")

@@ -408,6 +408,53 @@ class Node(Record):
             "over the node (list(x), x[i]) to keep it, or take node.value.tolist() for constants"
         )
 
+    # -- x.flat: a 1-D iterator over the elements in C order, readable and writable -------
+
+    @property
+    def flat(self) -> _Flat:
+        """``x.flat``: ``x.flat[i]`` reads as ``np.ravel(x)[i]``, and ``x.flat[i] = v``
+        writes ``x`` in place at those positions, ``v`` repeated as NumPy repeats it."""
+        return _Flat(self)
+
+
+class _Flat:
+    """What ``node.flat`` gives: NumPy's flat iterator over a node, reads and writes
+    recorded (a write is ``x[np.unravel_index(positions, x.shape)] = v``)."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: Node) -> None:
+        self.base = base
+
+    def __getitem__(self, index: Any) -> Any:
+        return np.ravel(self.base)[index]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        base = self.base
+        shape = np.shape(base.value)
+        positions = np.ravel(np.arange(int(np.prod(shape))).reshape(-1)[index])
+        if positions.size and np.size(registry.value_of(value)) != positions.size:
+            # NumPy repeats (or cuts) the values to the number of positions
+            if not np.size(registry.value_of(value)):
+                raise ValueError("flat assignment of an empty sequence")
+            value = np.ravel(value)
+            value = value[np.arange(positions.size) % np.size(registry.value_of(value))]
+        elif np.ndim(registry.value_of(value)) > 1:
+            value = np.ravel(value)
+        set_item(base, np.unravel_index(positions, shape), value)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(np.ravel(self.base))
+
+    def __len__(self) -> int:
+        return self.base.size
+
+    def copy(self) -> Any:
+        return np.copy(np.ravel(self.base))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self.base.__array__(dtype, copy)
+
 
 # Operands a node's operators take as NumPy does, without asking the registry whether they
 # belong to another library (sparse matrices): the common ones, skipped cheaply.
