@@ -136,6 +136,14 @@ def out_keyword(f: Any) -> str:
     )
 
 
+def out_into_array(name: str) -> str:
+    return (
+        f"{name}(..., out=a) writes a result computed from a node into the ndarray a, "
+        "which can hold numbers only (its gradient would be lost). Make the buffer a node "
+        "(a = np.zeros_like(x) with x a node), or drop out= and use the returned value"
+    )
+
+
 def how_to_register(f: Any, argnum: int) -> str:
     """The lines a user writes to give argument ``argnum`` of ``f`` a sensitivity."""
     qual = qualified_name(f)

@@ -23,10 +23,10 @@ from .errors import (
     TO_NUMBER,
     NodeConversionError,
     in_place,
-    out_keyword,
     scipy_conversion,
 )
 from .inplace import augmented, set_item
+from .outputs import ufunc_out
 from .recording import Record, apply, plain, record_primitive
 
 __all__ = ["Node"]
@@ -80,8 +80,9 @@ class Node(Record):
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method == "__call__" and not kwargs:
             return apply(ufunc, inputs)  # np.sin(x): the common call, first
-        if kwargs.get("out") is not None:
-            raise TypeError(out_keyword(ufunc))
+        if kwargs.get("out") is not None and method != "at":
+            call = ufunc if method == "__call__" else getattr(ufunc, method)
+            return ufunc_out(call, inputs, kwargs, method == "__call__")
         if method == "__call__":
             return apply(ufunc, inputs, kwargs)
         if method == "at":

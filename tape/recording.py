@@ -46,7 +46,6 @@ from .errors import (
     explain_mix,
     missing_rule,
     not_differentiable_in,
-    out_keyword,
 )
 from .keywords import positional_call
 from .mutation import sealed
@@ -219,10 +218,12 @@ def _unrecorded(f: Any, tape: Any, rules: Any, args: tuple, kwargs: dict | None)
         keyword_only = True  # np.average(x, weights=w): fine to enter, not to record
     if not tape.records:
         raise ValueError(STALE)
+    if kwargs and kwargs.get("out") is not None and (rules is None or not rules.nondiff):
+        from .outputs import function_out  # out= is rare: imported when first met
+
+        return function_out(f, args, kwargs, apply)
     if keyword_only and rules is not None and not rules.nondiff:
         return apply_with_keyword_nodes(f, args, kwargs)
-    if kwargs and kwargs.get("out") is not None and (rules is None or not rules.nondiff):
-        raise TypeError(out_keyword(f))
     if rules is None:
         if registry.load_deferred():  # SciPy's rules, registered on the first miss
             return apply(f, args, kwargs)
