@@ -258,6 +258,15 @@ def _full(shape, fill_value, dtype=None, order="C", **kwargs):
     return _ORIGINAL_FULL(shape, fill_value, dtype, order, **kwargs)
 
 
+def _full_like(a, fill_value, *args, **kwargs):
+    if type(fill_value) is not float and _state.depth and not _state.off and _held(fill_value):
+        from sensitivities.shape import _full_like as full_like
+
+        _ORIGINAL_FULL_LIKE(value_of(a), value_of(fill_value), *args, **kwargs)  # NumPy's errors
+        return full_like(a, fill_value, *args, **kwargs)
+    return _ORIGINAL_FULL_LIKE(a, fill_value, *args, **kwargs)
+
+
 def _as_strided(x, shape=None, strides=None, subok=False, writeable=True):
     if type(x) is not _ndarray and _state.depth and not _state.off and isinstance(x, Record):
         from sensitivities.shape import strided_view
@@ -276,6 +285,7 @@ _ORIGINAL_ASCONTIGUOUSARRAY = np.ascontiguousarray
 _ORIGINAL_ASFORTRANARRAY = np.asfortranarray
 _ORIGINAL_ASARRAY_CHKFINITE = np.asarray_chkfinite
 _ORIGINAL_FULL = np.full
+_ORIGINAL_FULL_LIKE = np.full_like
 _ORIGINAL_AS_STRIDED = np.lib.stride_tricks.as_strided
 
 _NUMPY_WRAPPERS = (
@@ -286,6 +296,7 @@ _NUMPY_WRAPPERS = (
     (np.asfortranarray, _asfortranarray),
     (np.asarray_chkfinite, _asarray_chkfinite),
     (np.full, _full),
+    (np.full_like, _full_like),
     (np.lib.stride_tricks.as_strided, _as_strided),
 )
 for _original, _wrapper in _NUMPY_WRAPPERS:

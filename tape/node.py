@@ -409,6 +409,11 @@ class Node(Record):
             "over the node (list(x), x[i]) to keep it, or take node.value.tolist() for constants"
         )
 
+    @property
+    def strides(self) -> tuple:
+        """The strides of the value, for code that computes views with ``as_strided``."""
+        return registry.value_of(self).strides
+
     # -- x.flat: a 1-D iterator over the elements in C order, readable and writable -------
 
     @property

@@ -145,4 +145,7 @@ def squareform(X, force="no", checks=True):
                 raise ValueError("Distance matrix 'X' must be symmetric.")
         i, j = np.triu_indices(n, 1)
         return X[i, j]
-    raise ValueError(f"The first argument must be one or two dimensional array. A {ndim}-dimensional array is not permitted")
+    raise ValueError(
+        "The first argument must be one or two dimensional array. "
+        f"A {ndim}-dimensional array is not permitted"
+    )

@@ -1,8 +1,8 @@
 """``scipy.spatial``: ``distance`` holds the differentiable counterparts; every other name
 is SciPy's own."""
 
-from . import distance
 from .._forward import forward
+from . import distance
 
 __all__ = ["distance"]
 
