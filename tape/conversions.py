@@ -35,8 +35,10 @@ from typing import Any, Callable
 import numpy as np
 
 from sensitivities import astype
+from sensitivities.counterparts import sparse_operator
 from sensitivities.registry import value_of
 
+from .errors import passed_to_compiled
 from .interrupts import uninterrupted
 from .recording import Record, innermost_tape
 
@@ -46,6 +48,7 @@ __all__ = ["converting", "library_code", "is_converting"]
 class _State(threading.local):
     depth = 0  # passes open in this thread
     off = 0  # library_code(False) blocks open in this thread
+    sites: list = []  # (code, line, globals) of the lines that kept a node in this pass
 
 
 _state = _State()
@@ -76,8 +79,10 @@ class converting:
                 _swap_in()
             _threads += 1
             _state.depth += 1
+            if _state.depth == 1:
+                _state.sites = []
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
         global _threads
         if not self.counted:
             return
@@ -86,6 +91,12 @@ class converting:
             _threads -= 1
             if _threads == 0:
                 _swap_out()
+        if error is not None and _state.sites:
+            # a node that a library kept for an ndarray and then handed to compiled code:
+            # the error names the library's line, not the compiled code's complaint
+            explained = passed_to_compiled(error, _state.sites)
+            if explained is not None:
+                raise explained from error
 
 
 class library_code:
@@ -177,6 +188,13 @@ _ndarray = np.ndarray
 def _converted(a: Any, dtype: Any = None, copy: Any = None, ndmin: int = 0) -> Any:
     """``np.array(a, dtype, copy=copy, ndmin=ndmin)`` for ``a`` holding a node: the node,
     the stacked node, or a recorded copy or cast of it."""
+    if sparse_operator(sys._getframe(2)):
+        # SciPy's sparse operators hand an operand back to Python (and to the node's
+        # reflected operator) when it converts to a 0-d object array: the node's own way
+        return _ORIGINAL_ARRAY(a, dtype=dtype, copy=copy, ndmin=ndmin)
+    caller = sys._getframe(2)
+    if len(_state.sites) < 64:
+        _state.sites.append((caller.f_code, caller.f_lineno, caller.f_globals))
     probe = _ORIGINAL_ARRAY(value_of(a), dtype=dtype, copy=copy, ndmin=ndmin)  # NumPy's errors
     if probe.dtype == object:
         return _ORIGINAL_ARRAY(a, dtype=dtype, copy=copy, ndmin=ndmin)  # an array of nodes

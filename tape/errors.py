@@ -114,6 +114,67 @@ STALE = (
 )
 
 
+def converted_in_library(frame: Any, converting: bool) -> str:
+    """What to say where library code (an installed package) converted a node: the
+    function and line that did, and what to do about code the user does not own; ""
+    for the user's own code, which the general advice fits."""
+    if frame is None:
+        return ""
+    return _library_site(frame.f_code, frame.f_lineno, frame.f_globals, converting)
+
+
+def _library_site(code: Any, lineno: int, namespace: dict, converting: bool) -> str:
+    filename = code.co_filename
+    if not any(part in filename for part in ("site-packages", "dist-packages")):
+        return ""
+    function = getattr(code, "co_qualname", code.co_name)
+    module = namespace.get("__name__", "?")
+    line = linecache.getline(filename, lineno).strip()
+    why = (
+        "the value goes on into compiled code there (or a name bound where tape cannot "
+        "replace it)"
+        if converting
+        else "no differentiation runs in this thread (or tape.library_code(False) is in force)"
+    )
+    return (
+        f"{line or 'a conversion'} in {module}.{function} (line {lineno}) turns a "
+        f"node into an ndarray: inside grad and the transforms, np.asarray and np.array of "
+        f"a node are recorded where Python code calls them, but here {why}, and the "
+        "gradient would be lost. For library code you do not own, call its tape.scipy "
+        "counterpart if it has one, or wrap the library call as a primitive with a "
+        "sensitivity of your own:\n\n"
+        "    @tape.primitive\n"
+        "    def f(x):\n"
+        f"        return ...  # the call that reaches {function}, on plain values\n\n"
+        "    @tape.sensitivity(f, 0)\n"
+        "    def _(y, ybar, x):\n"
+        "        return ybar * ...  # its derivative, by hand\n"
+    )
+
+
+def passed_to_compiled(error: BaseException, sites: list) -> NodeConversionError | None:
+    """Where a TypeError from compiled code names a node (``a bytes-like object is
+    required, not 'Branch'``) and the traceback runs through a library line that kept a
+    node where it asked for an ndarray (``sites``: ``(code, line, globals)`` of each such
+    conversion in this pass), the error that names that line; else None."""
+    if not isinstance(error, TypeError) or isinstance(error, NodeConversionError):
+        return None
+    text = str(error)
+    if not any(f"'{kind}'" in text for kind in ("Branch", "Leaf", "Node")):
+        return None
+    codes = {code: (lineno, namespace) for code, lineno, namespace in sites}
+    tb, found = error.__traceback__, None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code in codes:
+            found = (code, *codes[code])
+        tb = tb.tb_next
+    if found is None:
+        return None
+    site = _library_site(*found, True)
+    return NodeConversionError(site) if site else None
+
+
 def scipy_conversion(scipy_name: str, ours: str) -> str:
     return (
         f"{scipy_name} converts its arguments to ndarrays, which would cut this node off the "

@@ -18,10 +18,12 @@ from sensitivities import astype, registry
 from sensitivities.counterparts import scipy_caller, sparse_operator
 from sensitivities.registry import foreign_handler
 
+from .conversions import is_converting
 from .errors import (
     TO_ARRAY,
     TO_NUMBER,
     NodeConversionError,
+    converted_in_library,
     in_place,
     scipy_conversion,
 )
@@ -127,7 +129,8 @@ class Node(Record):
         counterpart = scipy_caller(sys._getframe(1))
         if counterpart:
             raise NodeConversionError(scipy_conversion(*counterpart))
-        raise NodeConversionError(TO_ARRAY)
+        frame = sys._getframe(1)
+        raise NodeConversionError(converted_in_library(frame, is_converting()) or TO_ARRAY)
 
     def __float__(self) -> float:
         raise NodeConversionError(TO_NUMBER)
