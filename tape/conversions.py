@@ -190,8 +190,11 @@ def _converted(a: Any, dtype: Any = None, copy: Any = None, ndmin: int = 0) -> A
     the stacked node, or a recorded copy or cast of it."""
     if sparse_operator(sys._getframe(2)):
         # SciPy's sparse operators hand an operand back to Python (and to the node's
-        # reflected operator) when it converts to a 0-d object array: the node's own way
-        return _ORIGINAL_ARRAY(a, dtype=dtype, copy=copy, ndmin=ndmin)
+        # reflected operator) when it converts to a 0-d object array, as Node.__array__
+        # makes for them
+        held = np.empty((), dtype=object)
+        held[()] = a
+        return held
     caller = sys._getframe(2)
     if len(_state.sites) < 64:
         _state.sites.append((caller.f_code, caller.f_lineno, caller.f_globals))
@@ -319,7 +322,6 @@ _NUMPY_WRAPPERS = (
 )
 for _original, _wrapper in _NUMPY_WRAPPERS:
     _wrapper.__name__ = _original.__name__
-    _wrapper.__doc__ = _original.__doc__
     _wrapper.__wrapped__ = _original
 # (original, the name it is bound by), and id(original) -> (original, wrapper): the
 # original is kept to tell a reused id apart
@@ -342,7 +344,6 @@ def _counterpart(original: Callable, ours: Callable) -> Callable:
         return original(*args, **kwargs)
 
     wrapper.__name__ = getattr(original, "__name__", "wrapper")
-    wrapper.__doc__ = getattr(original, "__doc__", None)
     wrapper.__wrapped__ = original
     return wrapper
 
