@@ -42,7 +42,7 @@ from .errors import passed_to_compiled
 from .interrupts import uninterrupted
 from .recording import Record, innermost_tape
 
-__all__ = ["converting", "library_code", "is_converting"]
+__all__ = ["converting", "library_code", "is_converting", "stacked"]
 
 
 class _State(threading.local):
@@ -200,7 +200,7 @@ def _converted(a: Any, dtype: Any = None, copy: Any = None, ndmin: int = 0) -> A
         _state.sites.append((caller.f_code, caller.f_lineno, caller.f_globals))
     probe = _ORIGINAL_ARRAY(value_of(a), dtype=dtype, copy=copy, ndmin=ndmin)  # NumPy's errors
     if probe.dtype == object:
-        return _ORIGINAL_ARRAY(a, dtype=dtype, copy=copy, ndmin=ndmin)  # an array of nodes
+        return _object_array(a, probe.shape)
     if isinstance(a, Record):
         node = a
         fresh = False
@@ -217,8 +217,29 @@ def _converted(a: Any, dtype: Any = None, copy: Any = None, ndmin: int = 0) -> A
     return node
 
 
-def _stacked(seq: Any) -> Any:
+def _object_array(a: Any, shape: tuple) -> np.ndarray:
+    """``np.array(a, dtype=object)`` of nodes: an object array holding them (the elements
+    of a node that is an array, as NumPy takes an ndarray's)."""
+    held = np.empty(shape, dtype=object)
+    depth = len(shape) - len(_ORIGINAL_ARRAY(value_of(a), dtype=object).shape)  # ndmin
+    for index in np.ndindex(*shape):
+        item = a
+        for k, i in enumerate(index[depth:]):
+            if type(item) is list or type(item) is tuple:
+                item = item[i]
+            else:
+                item = item[index[depth + k :]]
+                break
+        held[index] = item
+    return held
+
+
+def stacked(seq: Any) -> Any:
     """A list or tuple holding nodes (at any depth) as one node, as ``np.array`` reads it."""
+    return _converted(seq)
+
+
+def _stacked(seq: Any) -> Any:
     items = [
         _stacked(b) if (type(b) is list or type(b) is tuple) and innermost_tape(b) else b
         for b in seq

@@ -144,7 +144,10 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
         elif type(a) is _ndarray:
             seal = sealed(seal, i, a)
         elif type(a) is list or type(a) is tuple:
-            a, seal, held = _unwrap_sequence(f, i, a, tape, with_rules, seal)
+            try:
+                a, seal, held = _unwrap_sequence(f, i, a, tape, with_rules, seal)
+            except _NestedNodes:
+                return apply(f, _stacked_within(args), kwargs)
             if held:
                 node_args += (i,)
         vals.append(a)
@@ -201,8 +204,30 @@ def _unwrap_sequence(f, i, seq, tape, with_rules, seal):
                 held = True
         elif type(b) is np.ndarray:
             seal = sealed(seal, (i, j), b)
+        elif (type(b) is list or type(b) is tuple) and innermost_tape(b) is not None:
+            raise _NestedNodes  # np.concatenate([x, [y, z]]): an array-like of nodes
         out.append(b)
     return type(seq)(out), seal, held
+
+
+class _NestedNodes(Exception):
+    """A list argument holds a list or tuple that holds nodes."""
+
+
+def _stacked_within(args: tuple) -> tuple:
+    """``args`` with each list or tuple of nodes nested in a list argument made one node,
+    as NumPy reads an array-like (``np.concatenate([x, [y, z]])``)."""
+    from .conversions import stacked  # imported when first needed: a rare call
+
+    return tuple(
+        type(a)(
+            stacked(b) if (type(b) is list or type(b) is tuple) and innermost_tape(b) else b
+            for b in a
+        )
+        if type(a) is list or type(a) is tuple
+        else a
+        for a in args
+    )
 
 
 def _unrecorded(f: Any, tape: Any, rules: Any, args: tuple, kwargs: dict | None) -> Any:
