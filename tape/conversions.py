@@ -133,39 +133,50 @@ class library_code:
 
 
 def _swap_in() -> None:
-    for namespace, name, _ in _sites():
-        original = namespace.get(name)
-        wrapper = _WRAPPERS.get(id(original))
-        if wrapper is not None and wrapper[0] is original:
-            namespace[name] = wrapper[1]
-            _swapped.append((namespace, name, original))
-    for owner, name, wrapper in _method_sites():
-        owner.__dict__[name] = wrapper
-        _swapped.append((owner.__dict__, name, None))
+    swapped = _swapped
+    for namespace, name, original, wrapper in _sites():
+        if namespace.get(name) is original:  # unless the module rebound it since
+            namespace[name] = wrapper
+            swapped.append((namespace, name, original))
+    for owner, name, wrapper in _METHODS:
+        _swapped_methods.append((owner, name, vars(owner).get(name, _MISSING)))
+        setattr(owner, name, wrapper)
 
 
 def _swap_out() -> None:
-    while _swapped:
-        namespace, name, original = _swapped.pop()
-        if original is None:
-            namespace.pop(name, None)
+    swapped = _swapped
+    while swapped:
+        namespace, name, original = swapped.pop()
+        namespace[name] = original
+    while _swapped_methods:
+        owner, name, previous = _swapped_methods.pop()
+        if previous is _MISSING:
+            delattr(owner, name)
         else:
-            namespace[name] = original
+            setattr(owner, name, previous)
+
+
+_MISSING = object()
+_swapped_methods: list = []  # (class or distribution object, name, what it held)
 
 
 def _sites() -> tuple:
-    """``(namespace, name, original)`` for every loaded module that binds one of the
-    replaced functions under its own name; scanned again when modules were imported."""
+    """``(namespace, name, original, wrapper)`` for every loaded module that binds one of
+    the replaced functions under its own name; scanned again when modules were imported.
+    SciPy's private modules are left out for SciPy's functions: code reaches those
+    through SciPy's public modules or binds them from there."""
     global _scanned
     count = len(sys.modules)
     if _scanned[0] == count:
         return _scanned[1]
     _load_counterparts()
     names = {name for _, name in _ORIGINALS}
+    numpys = {id(original) for original, _ in _NUMPY_WRAPPERS}
     found = []
     for module_name, module in list(sys.modules.items()):
         if module is None or module_name.startswith(("tape.", "sensitivities.")):
             continue
+        private_scipy = module_name.startswith("scipy.") and "._" in module_name
         try:
             namespace = vars(module)
         except TypeError:
@@ -174,8 +185,11 @@ def _sites() -> tuple:
             continue
         for name in names:
             held = namespace.get(name)
-            if held is not None and id(held) in _WRAPPERS and _WRAPPERS[id(held)][0] is held:
-                found.append((namespace, name, held))
+            entry = _WRAPPERS.get(id(held)) if held is not None else None
+            if entry is not None and entry[0] is held:
+                if private_scipy and id(held) not in numpys:
+                    continue
+                found.append((namespace, name, held, entry[1]))
     _scanned = (count, tuple(found))
     return _scanned[1]
 
@@ -401,19 +415,42 @@ def _load_counterparts() -> None:
         from .scipy import stats as ours_stats
     except ImportError:
         return
+    # the public methods once, on SciPy's base classes (every distribution object and
+    # frozen distribution reaches them); the standard forms that statsmodels calls
+    # (norm._cdf, norm._pdf) on the distribution objects
+    counterparts: dict = {}  # (distribution name, method) -> ours
     for name in ours_stats.__all__:
         ours = getattr(ours_stats, name, None)
         theirs = getattr(theirs_stats, name, None)
         if theirs is None or not hasattr(theirs, "__dict__"):
             continue
         for method in getattr(ours, "methods", ()):
-            # statsmodels calls the standard forms too: norm._cdf(x) is norm.cdf(x)
-            for spelled in (method, "_" + method):
-                original = getattr(theirs, spelled, None)
+            counterparts[(getattr(theirs, "name", name), method)] = getattr(ours, method)
+            if method in ("cdf", "pdf"):
+                original = getattr(theirs, "_" + method, None)
                 if callable(original):
                     wrapper = _counterpart(original, getattr(ours, method))
-                    _METHODS.append((theirs, spelled, wrapper))
+                    _METHODS.append((theirs, "_" + method, wrapper))
+    for base in (theirs_stats.rv_continuous, theirs_stats.rv_discrete):
+        for method in {m for _, m in counterparts}:
+            original = base.__dict__.get(method)
+            if callable(original):
+                _METHODS.append((base, method, _method(original, method, counterparts)))
 
 
-def _method_sites() -> list:
-    return _METHODS
+def _method(original: Callable, method: str, counterparts: dict) -> Callable:
+    """SciPy's distribution method ``method`` (``rv_continuous.cdf``): the counterpart of
+    ``self``'s distribution where it meets a node in a recording thread."""
+
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _state.depth and not _state.off and (
+            innermost_tape(args) is not None or innermost_tape(tuple(kwargs.values()))
+        ):
+            ours = counterparts.get((getattr(self, "name", None), method))
+            if ours is not None:
+                return ours(*args, **kwargs)
+        return original(self, *args, **kwargs)
+
+    wrapper.__name__ = method
+    wrapper.__wrapped__ = original
+    return wrapper
