@@ -527,6 +527,9 @@ def _register():
 # -- ufuncs with several results: one primitive per result ------------------------------
 
 
+RESULTS: dict = {}  # ufunc of several results -> its results' primitives
+
+
 def several_results(ufunc, derivatives):
     """Make the ufunc ``ufunc`` of several results differentiable: entered, each result is
     its own primitive (``airy_0``, ``airy_1``, ...) whose rules are ``derivatives``,
@@ -540,37 +543,19 @@ def several_results(ufunc, derivatives):
             return ufunc(*args, **kwargs)[_k]
 
         result.__name__ = result.__qualname__ = f"{ufunc.__name__}_{k}"
-        result.__module__ = "scipy.special"
         results.append(primitive(result))
 
     def entered(*args, **kwargs):
         return tuple(r(*args, **kwargs) for r in results)
 
     implementation(ufunc)(entered)
+    RESULTS[ufunc] = results
     known = derivatives(*results)
     for (k, argnum), d in known.items():
         sensitivity(results[k], argnum)(
             lambda y, ybar, *args, _d=d, **kwargs: ybar * _d(*args)
         )
-    # a result whose derivative is unknown in an argument that the others differentiate
-    # in (the spheroidal functions' derivative, itself): recorded, so that the others can
-    # be used, and an error if the gradient ever flows through it
-    for argnum in {a for _, a in known}:
-        for k, result in enumerate(results):
-            if (k, argnum) not in known:
-                sensitivity(result, argnum)(_unknown(result, argnum))
     return results
-
-
-def _unknown(result, argnum):
-    def rule(y, ybar, *args, **kwargs):
-        raise NotImplementedError(
-            f"the derivative of scipy.special.{result.__name__} (a result of "
-            f"{result.__name__.rpartition('_')[0]}) in argument {argnum} is not known to "
-            f"tape; register one with @tape.sensitivity(<that result>, {argnum})"
-        )
-
-    return rule
 
 
 def _sqrt_positive(x):
@@ -632,16 +617,23 @@ def _register_several():
         several_results(f, lambda y, yp, _value=value: {
             (0, 2): yp,
             (1, 2): lambda m, q, x, _y=y: (_value(m, q) - 2 * q * np.cosh(2 * x)) * _y(m, q, x)})
-    # spheroidal wave functions: the second result is the derivative of the first in x
-    # (obl_rad2's is not, in SciPy: left without a rule)
-    for f in (s.obl_ang1, s.pro_ang1, s.obl_rad1, s.pro_rad1, s.pro_rad2):
-        several_results(f, lambda y, yp: {(0, 3): yp})
-    for f in (s.obl_ang1_cv, s.pro_ang1_cv, s.obl_rad1_cv, s.pro_rad1_cv, s.pro_rad2_cv):
-        several_results(f, lambda y, yp: {(0, 4): yp})
-    # the rest (kelvin, modfresnelm, modfresnelp: complex results of a real argument;
-    # obl_rad2 and its _cv form): entered, each result a primitive without rules
-    for f in (s.kelvin, s.modfresnelm, s.modfresnelp, s.obl_rad2, s.obl_rad2_cv):
-        several_results(f, lambda *_: {})
+    # spheroidal wave functions: the second result is the derivative of the first in x,
+    # and (1 - x^2) y'' = 2x y' - (cv - s c^2 x^2 - m^2 / (1 - x^2)) y, s = 1 prolate and
+    # -1 oblate, cv the characteristic value. The oblate radial functions (another
+    # equation) and SciPy's pro_rad2 (whose derivative disagrees with its differences
+    # beyond the first order) are left without rules, as are the complex-valued results
+    # of a real argument (kelvin, modfresnelm, modfresnelp): a node there raises
+    for f, sign, cv in ((s.pro_ang1, 1.0, s.pro_cv), (s.obl_ang1, -1.0, s.obl_cv),
+                        (s.pro_rad1, 1.0, s.pro_cv)):  # fmt: skip
+        several_results(f, lambda y, yp, _s=sign, _cv=cv: {
+            (0, 3): yp,
+            (1, 3): lambda m, n, c, x, _y=y, _yp=yp: _spheroidal_second(
+                _y(m, n, c, x), _yp(m, n, c, x), m, c, x, _cv(m, n, c), _s)})
+    for f, sign in ((s.pro_ang1_cv, 1.0), (s.obl_ang1_cv, -1.0), (s.pro_rad1_cv, 1.0)):
+        several_results(f, lambda y, yp, _s=sign: {
+            (0, 4): yp,
+            (1, 4): lambda m, n, c, cv, x, _y=y, _yp=yp: _spheroidal_second(
+                _y(m, n, c, cv, x), _yp(m, n, c, cv, x), m, c, x, cv, _s)})
 
     # spherical Bessel functions: SciPy's Python functions call these ufuncs on z.
     # y'' = -(2/z) y' - (1 - n(n+1)/z^2) y for j and y; -(2/z) y' + (1 + n(n+1)/z^2) y
@@ -690,6 +682,10 @@ spherical_jn = _spherical("jn", 1.0)
 spherical_yn = _spherical("yn", -1.0)
 spherical_in = _spherical("in", 1.0)
 spherical_kn = _spherical("kn", None)
+
+
+def _spheroidal_second(y, yp, m, c, x, cv, sign):
+    return (2 * x * yp - (cv - sign * c * c * x * x - m * m / (1 - x * x)) * y) / (1 - x * x)
 
 
 def _ratio_or_one(a, x):

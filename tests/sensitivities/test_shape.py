@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from sensitivities.shape import astype, filled_like, pad_copies, scatter_add
+from sensitivities.shape import astype, filled_like, pad_copies, scatter_add, strided_view
 from tape import Leaf, Tape, grad, propagate, reverse_tape
 from tests.fd import numeric_grad
 from tests.sensitivities.cases import Case, implementation_test, rule_test
@@ -783,7 +783,15 @@ def positive(d):
     return d.draw(arrays((), 0.3, 2.0))
 
 
+def _diagonal_filled(a, v):
+    a = a * 1.0  # NumPy writes into its argument: a copy of it on ndarrays and on nodes
+    np.fill_diagonal(a, v)
+    return weighted(a)
+
+
 ENTERED += [
+    Case(np.fill_diagonal, lambda d: (array(d, st.just((3, 4))), array(d, st.just((2,)))),
+         fn=_diagonal_filled, argnums=(0, 1)),
     Case(np.logspace, lambda d: (positive(d), positive(d)), fn=lambda a, b: weighted(
         np.logspace(a, b, 4)), argnums=(0, 1)),
     Case(np.polyadd, lambda d: (array(d, st.just((3,))), array(d, st.just((2,)))),
@@ -1201,3 +1209,26 @@ def test_as_strided_of_a_node_is_a_read_only_view():
     assert value == follows(np.ones(3)) and g.tolist() == [1.0, 0.0, 1.0]
     with pytest.raises(ValueError, match="outside the node's elements"):
         grad(lambda x: np.sum(as_strided(x, shape=(5,), strides=(8,))))(np.ones(3))
+
+
+STRIDED_CASES = [
+    Case(strided_view, lambda data: (data.draw(arrays((6,), -2.0, 2.0)),),
+         fn=lambda x: strided_view(x, (4, 3), (8, 8))),
+    Case(strided_view, lambda data: (data.draw(arrays((3, 4), -2.0, 2.0)),),
+         fn=lambda x: strided_view(x, (2, 2, 2), (32, 8, 16)), name="strided_view 2-d"),
+]  # fmt: skip
+test_strided_view = rule_test(STRIDED_CASES)
+
+
+def _copied_into(x, v):
+    y = x * 1.0
+    np.copyto(y, v, where=np.arange(np.size(y)).reshape(np.shape(y)) % 2 == 0)
+    return y
+
+
+COPYTO_IMPLEMENTED = [
+    Case(np.copyto, lambda data: (data.draw(arrays((2, 3), -2.0, 2.0)),
+                                  data.draw(arrays((3,), -2.0, 2.0))),
+         fn=_copied_into, argnums=(0, 1)),
+]  # fmt: skip
+test_copyto_implementation = implementation_test(COPYTO_IMPLEMENTED)
