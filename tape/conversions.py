@@ -212,23 +212,49 @@ def _converted(a: Any, dtype: Any = None, copy: Any = None, ndmin: int = 0) -> A
     caller = sys._getframe(2)
     if len(_state.sites) < 64:
         _state.sites.append((caller.f_code, caller.f_lineno, caller.f_globals))
-    probe = _ORIGINAL_ARRAY(value_of(a), dtype=dtype, copy=copy, ndmin=ndmin)  # NumPy's errors
+    if isinstance(a, Record):
+        return _node_as_array(a, dtype, copy, ndmin)
+    values = value_of(a)
+    if not _plain_numbers(values):  # another library's arrays (a batch under vmap)
+        return _node_as_array(_stacked(a), dtype, copy, ndmin)
+    probe = _ORIGINAL_ARRAY(values, dtype=dtype, copy=copy, ndmin=ndmin)  # NumPy's errors
     if probe.dtype == object:
         return _object_array(a, probe.shape)
-    if isinstance(a, Record):
-        node = a
-        fresh = False
-    else:
-        node = _stacked(a)
-        fresh = True
+    node = _stacked(a)
     if np.result_type(value_of(node)) != probe.dtype:
         node = astype(node, probe.dtype)
-        fresh = True
     if np.ndim(node) != probe.ndim:
         node = np.reshape(node, probe.shape)
+    return node
+
+
+def _node_as_array(node: Any, dtype: Any, copy: Any, ndmin: int) -> Any:
+    """``np.array(node, dtype, copy=copy, ndmin=ndmin)``: the node itself, or a recorded
+    cast, reshape or copy of it (a copy, so that a write to it leaves the node alone)."""
+    fresh = False
+    if dtype is not None:
+        target = np.dtype(dtype)
+        if target.kind == "O":
+            return _object_array(node, np.shape(value_of(node)))
+        if target != node.dtype:
+            if copy is False:
+                raise ValueError(
+                    "Unable to avoid copy while creating an array as requested."
+                )  # as NumPy says it
+            node = astype(node, target)
+            fresh = True
+    if np.ndim(node) < ndmin:
+        node = np.reshape(node, (1,) * (ndmin - np.ndim(node)) + np.shape(node))
     if copy and not fresh:
         node = np.copy(node)
     return node
+
+
+def _plain_numbers(values: Any) -> bool:
+    """Whether ``values`` (a nest of lists) holds only NumPy's arrays and numbers."""
+    if type(values) is list or type(values) is tuple:
+        return all(_plain_numbers(v) for v in values)
+    return isinstance(values, (np.ndarray, np.generic, int, float, complex, bool, str))
 
 
 def _object_array(a: Any, shape: tuple) -> np.ndarray:

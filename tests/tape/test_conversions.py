@@ -281,3 +281,12 @@ def test_the_scan_reaches_a_module_imported_after_a_pass():
     finally:
         del sys.modules["late_library"]
     assert module.asarray is ORIGINALS["asarray"]
+
+
+def test_under_vmap_of_grad_a_batch_converts_per_example():
+    def f(x):
+        return np.sum(np.array([x[0], 2.0 * x[1]]) ** 2) + np.sum(np.asarray(x, dtype=float))
+
+    X = RNG.normal(size=(4, 2))
+    g = tape.vmap(grad(f))(X)[0]
+    np.testing.assert_allclose(g, np.stack([grad(f)(x)[0] for x in X]))
