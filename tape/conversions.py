@@ -293,51 +293,86 @@ def _held(a: Any) -> bool:
     return (type(a) is list or type(a) is tuple) and innermost_tape(a) is not None
 
 
-def _asarray(a, dtype=None, order=None, *args, copy=None, **kwargs):
+def _like(original: Callable, args: tuple, kwargs: dict) -> Any:
+    """``original(*args, **kwargs)`` with ``like=``, dispatched as NumPy does, but handing
+    the array's ``__array_function__`` NumPy's own function: NumPy would look the function
+    up by name on the numpy module, and find the wrapper there."""
+    like = kwargs["like"]
+    handler = getattr(type(like), "__array_function__", None)
+    if type(like) is not _ndarray and handler is not None:
+        rest = {k: v for k, v in kwargs.items() if k != "like"}
+        result = handler(like, original, (type(like),), args, rest)
+        if result is not NotImplemented:
+            return result
+    return original(*args, **kwargs)
+
+
+def _dtype(args: tuple, kwargs: dict) -> Any:
+    return args[0] if args else kwargs.get("dtype")
+
+
+# Each wrapper hands its arguments on exactly as it got them: NumPy's own function then
+# sees the very call (a like= argument dispatches on what it names).
+
+
+def _asarray(a, *args, **kwargs):
     if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
-        return _converted(a, dtype, copy)
-    return _ORIGINAL_ASARRAY(a, dtype, order, *args, copy=copy, **kwargs)
+        return _converted(a, _dtype(args, kwargs), kwargs.get("copy"))
+    if kwargs and kwargs.get("like") is not None:
+        return _like(_ORIGINAL_ASARRAY, (a, *args), kwargs)
+    return _ORIGINAL_ASARRAY(a, *args, **kwargs)
 
 
-def _asanyarray(a, dtype=None, order=None, *args, copy=None, **kwargs):
+def _asanyarray(a, *args, **kwargs):
     if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
-        return _converted(a, dtype, copy)
-    return _ORIGINAL_ASANYARRAY(a, dtype, order, *args, copy=copy, **kwargs)
+        return _converted(a, _dtype(args, kwargs), kwargs.get("copy"))
+    if kwargs and kwargs.get("like") is not None:
+        return _like(_ORIGINAL_ASANYARRAY, (a, *args), kwargs)
+    return _ORIGINAL_ASANYARRAY(a, *args, **kwargs)
 
 
-def _array(a, dtype=None, *args, copy=True, ndmin=0, **kwargs):
+def _array(a, *args, **kwargs):
     if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
-        return _converted(a, dtype, copy, ndmin)
-    return _ORIGINAL_ARRAY(a, dtype, *args, copy=copy, ndmin=ndmin, **kwargs)
+        copy = kwargs.get("copy", True)
+        return _converted(a, _dtype(args, kwargs), copy, kwargs.get("ndmin", 0))
+    if kwargs and kwargs.get("like") is not None:
+        return _like(_ORIGINAL_ARRAY, (a, *args), kwargs)
+    return _ORIGINAL_ARRAY(a, *args, **kwargs)
 
 
-def _ascontiguousarray(a, dtype=None, *args, **kwargs):
+def _ascontiguousarray(a, *args, **kwargs):
     if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
-        return _converted(a, dtype, None, 1)
-    return _ORIGINAL_ASCONTIGUOUSARRAY(a, dtype, *args, **kwargs)
+        return _converted(a, _dtype(args, kwargs), None, 1)
+    if kwargs and kwargs.get("like") is not None:
+        return _like(_ORIGINAL_ASCONTIGUOUSARRAY, (a, *args), kwargs)
+    return _ORIGINAL_ASCONTIGUOUSARRAY(a, *args, **kwargs)
 
 
-def _asfortranarray(a, dtype=None, *args, **kwargs):
+def _asfortranarray(a, *args, **kwargs):
     if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
-        return _converted(a, dtype, None, 1)
-    return _ORIGINAL_ASFORTRANARRAY(a, dtype, *args, **kwargs)
+        return _converted(a, _dtype(args, kwargs), None, 1)
+    if kwargs and kwargs.get("like") is not None:
+        return _like(_ORIGINAL_ASFORTRANARRAY, (a, *args), kwargs)
+    return _ORIGINAL_ASFORTRANARRAY(a, *args, **kwargs)
 
 
-def _asarray_chkfinite(a, dtype=None, order=None):
+def _asarray_chkfinite(a, *args, **kwargs):
     if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
-        node = _converted(a, dtype)
+        node = _converted(a, _dtype(args, kwargs))
         if not np.isfinite(value_of(node)).all():
             raise ValueError("array must not contain infs or NaNs")
         return node
-    return _ORIGINAL_ASARRAY_CHKFINITE(a, dtype, order)
+    return _ORIGINAL_ASARRAY_CHKFINITE(a, *args, **kwargs)
 
 
-def _full(shape, fill_value, dtype=None, order="C", **kwargs):
+def _full(shape, fill_value, *args, **kwargs):
     if type(fill_value) is not float and _state.depth and not _state.off and _held(fill_value):
-        probe = _ORIGINAL_FULL(shape, value_of(fill_value), dtype, order)  # NumPy's errors
+        probe = _ORIGINAL_FULL(shape, value_of(fill_value), *args, **kwargs)  # NumPy's errors
         fill = _converted(fill_value, probe.dtype)
         return np.zeros(probe.shape, probe.dtype) + fill  # a fresh node, writable in place
-    return _ORIGINAL_FULL(shape, fill_value, dtype, order, **kwargs)
+    if kwargs and kwargs.get("like") is not None:
+        return _like(_ORIGINAL_FULL, (shape, fill_value, *args), kwargs)
+    return _ORIGINAL_FULL(shape, fill_value, *args, **kwargs)
 
 
 def _full_like(a, fill_value, *args, **kwargs):
@@ -350,6 +385,7 @@ def _full_like(a, fill_value, *args, **kwargs):
 
 
 def _as_strided(x, shape=None, strides=None, subok=False, writeable=True):
+    # (as_strided is Python code: nothing to dispatch on, its arguments can be named)
     if type(x) is not _ndarray and _state.depth and not _state.off and isinstance(x, Record):
         from sensitivities.shape import strided_view
 

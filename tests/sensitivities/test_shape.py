@@ -1232,3 +1232,4 @@ COPYTO_IMPLEMENTED = [
          fn=_copied_into, argnums=(0, 1)),
 ]  # fmt: skip
 test_copyto_implementation = implementation_test(COPYTO_IMPLEMENTED)
+IMPLEMENTED += COPYTO_IMPLEMENTED  # for the check that every implementation has a case
