@@ -220,6 +220,8 @@ def _converted(a: Any, dtype: Any = None, copy: Any = None, ndmin: int = 0) -> A
     probe = _ORIGINAL_ARRAY(values, dtype=dtype, copy=copy, ndmin=ndmin)  # NumPy's errors
     if probe.dtype == object:
         return _object_array(a, probe.shape)
+    if probe.dtype.kind not in "fc":  # integers and booleans: constants, as in NumPy
+        return probe
     node = _stacked(a)
     if np.result_type(value_of(node)) != probe.dtype:
         node = astype(node, probe.dtype)
@@ -236,6 +238,8 @@ def _node_as_array(node: Any, dtype: Any, copy: Any, ndmin: int) -> Any:
         target = np.dtype(dtype)
         if target.kind == "O":
             return _object_array(node, np.shape(value_of(node)))
+        if target.kind not in "fc":  # integers and booleans: constants, as in NumPy
+            return _ORIGINAL_ARRAY(value_of(node), dtype=target, copy=copy, ndmin=ndmin)
         if target != node.dtype:
             if copy is False:
                 raise ValueError(

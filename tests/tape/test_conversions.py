@@ -290,3 +290,18 @@ def test_under_vmap_of_grad_a_batch_converts_per_example():
     X = RNG.normal(size=(4, 2))
     g = tape.vmap(grad(f))(X)[0]
     np.testing.assert_allclose(g, np.stack([grad(f)(x)[0] for x in X]))
+
+
+@pytest.mark.parametrize("dtype", [int, np.int8, np.uint16, np.int64, bool])
+def test_a_conversion_to_integers_is_a_constant(dtype):
+    # NumPy's int(x) is piecewise constant: no gradient flows through the cast
+    def f(x):
+        held = np.array(x, dtype=dtype)
+        listed = np.asarray([x[0], x[1]], dtype=dtype)
+        assert type(held) is np.ndarray and held.dtype == np.dtype(dtype)
+        return np.sum(held * x) + np.sum(listed) * x[2]
+
+    x = np.array([0.5, -1.2, 2.0])
+    expected = np.array(x, dtype=dtype).astype(float)
+    expected[2] += float(np.sum(np.asarray(x[:2], dtype=dtype)))
+    np.testing.assert_allclose(grad(f)(x)[0], expected)
