@@ -58,9 +58,23 @@ _swapped: list = []  # (namespace, name, original) as restored at the end
 _scanned = (-1, ())  # (len(sys.modules), binding sites) of the last scan
 
 
+# The threads whose conversions are recorded now: the wrappers' one test, a C call and a
+# set lookup (a thread-local's attribute costs several times as much)
+_converting: set = set()
+_ident = threading.get_ident
+
+
+def _update() -> None:
+    """Put this thread in ``_converting`` or take it out, after its state changed."""
+    if _state.depth > 0 and not _state.off:
+        _converting.add(_ident())
+    else:
+        _converting.discard(_ident())
+
+
 def is_converting() -> bool:
     """Whether conversions meeting nodes in this thread become recorded calls now."""
-    return _state.depth > 0 and not _state.off
+    return _ident() in _converting
 
 
 class converting:
@@ -81,6 +95,7 @@ class converting:
             _state.depth += 1
             if _state.depth == 1:
                 _state.sites = []
+            _update()
 
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
         global _threads
@@ -88,6 +103,7 @@ class converting:
             return
         with uninterrupted(), _lock:
             _state.depth -= 1
+            _update()
             _threads -= 1
             if _threads == 0:
                 _swap_out()
@@ -122,11 +138,15 @@ class library_code:
         self.enabled = bool(enabled)
 
     def __enter__(self) -> None:
-        self.saved = _state.off
-        _state.off = 0 if self.enabled else self.saved + 1
+        with uninterrupted():
+            self.saved = _state.off
+            _state.off = 0 if self.enabled else self.saved + 1
+            _update()
 
     def __exit__(self, *exc: Any) -> None:
-        _state.off = self.saved
+        with uninterrupted():
+            _state.off = self.saved
+            _update()
 
 
 # -- the swap --------------------------------------------------------------------------
@@ -160,6 +180,13 @@ _MISSING = object()
 _swapped_methods: list = []  # (class or distribution object, name, what it held)
 
 
+# NumPy's modules that hold the C functions or only pass them on: no Python code there
+# calls them by these names, and each swapped name costs every pass two stores
+_REEXPORTS = frozenset(
+    ("numpy._core", "numpy._core._multiarray_umath", "numpy._core.multiarray", "numpy._core.umath")
+)
+
+
 def _sites() -> tuple:
     """``(namespace, name, original, wrapper)`` for every loaded module that binds one of
     the replaced functions under its own name; scanned again when modules were imported.
@@ -174,7 +201,11 @@ def _sites() -> tuple:
     numpys = {id(original) for original, _ in _NUMPY_WRAPPERS}
     found = []
     for module_name, module in list(sys.modules.items()):
-        if module is None or module_name.startswith(("tape.", "sensitivities.")):
+        if (
+            module is None
+            or module_name.startswith(("tape.", "sensitivities."))
+            or module_name in _REEXPORTS
+        ):
             continue
         private_scipy = module_name.startswith("scipy.") and "._" in module_name
         try:
@@ -320,7 +351,7 @@ def _dtype(args: tuple, kwargs: dict) -> Any:
 
 
 def _asarray(a, *args, **kwargs):
-    if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
+    if type(a) is not _ndarray and _ident() in _converting and _held(a):
         return _converted(a, _dtype(args, kwargs), kwargs.get("copy"))
     if kwargs and kwargs.get("like") is not None:
         return _like(_ORIGINAL_ASARRAY, (a, *args), kwargs)
@@ -328,7 +359,7 @@ def _asarray(a, *args, **kwargs):
 
 
 def _asanyarray(a, *args, **kwargs):
-    if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
+    if type(a) is not _ndarray and _ident() in _converting and _held(a):
         return _converted(a, _dtype(args, kwargs), kwargs.get("copy"))
     if kwargs and kwargs.get("like") is not None:
         return _like(_ORIGINAL_ASANYARRAY, (a, *args), kwargs)
@@ -336,7 +367,7 @@ def _asanyarray(a, *args, **kwargs):
 
 
 def _array(a, *args, **kwargs):
-    if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
+    if type(a) is not _ndarray and _ident() in _converting and _held(a):
         copy = kwargs.get("copy", True)
         return _converted(a, _dtype(args, kwargs), copy, kwargs.get("ndmin", 0))
     if kwargs and kwargs.get("like") is not None:
@@ -345,7 +376,7 @@ def _array(a, *args, **kwargs):
 
 
 def _ascontiguousarray(a, *args, **kwargs):
-    if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
+    if type(a) is not _ndarray and _ident() in _converting and _held(a):
         return _converted(a, _dtype(args, kwargs), None, 1)
     if kwargs and kwargs.get("like") is not None:
         return _like(_ORIGINAL_ASCONTIGUOUSARRAY, (a, *args), kwargs)
@@ -353,7 +384,7 @@ def _ascontiguousarray(a, *args, **kwargs):
 
 
 def _asfortranarray(a, *args, **kwargs):
-    if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
+    if type(a) is not _ndarray and _ident() in _converting and _held(a):
         return _converted(a, _dtype(args, kwargs), None, 1)
     if kwargs and kwargs.get("like") is not None:
         return _like(_ORIGINAL_ASFORTRANARRAY, (a, *args), kwargs)
@@ -361,7 +392,7 @@ def _asfortranarray(a, *args, **kwargs):
 
 
 def _asarray_chkfinite(a, *args, **kwargs):
-    if type(a) is not _ndarray and _state.depth and not _state.off and _held(a):
+    if type(a) is not _ndarray and _ident() in _converting and _held(a):
         node = _converted(a, _dtype(args, kwargs))
         if not np.isfinite(value_of(node)).all():
             raise ValueError("array must not contain infs or NaNs")
@@ -370,7 +401,7 @@ def _asarray_chkfinite(a, *args, **kwargs):
 
 
 def _full(shape, fill_value, *args, **kwargs):
-    if type(fill_value) is not float and _state.depth and not _state.off and _held(fill_value):
+    if type(fill_value) is not float and _ident() in _converting and _held(fill_value):
         probe = _ORIGINAL_FULL(shape, value_of(fill_value), *args, **kwargs)  # NumPy's errors
         fill = _converted(fill_value, probe.dtype)
         return np.zeros(probe.shape, probe.dtype) + fill  # a fresh node, writable in place
@@ -380,7 +411,7 @@ def _full(shape, fill_value, *args, **kwargs):
 
 
 def _full_like(a, fill_value, *args, **kwargs):
-    if type(fill_value) is not float and _state.depth and not _state.off and _held(fill_value):
+    if type(fill_value) is not float and _ident() in _converting and _held(fill_value):
         from sensitivities.shape import _full_like as full_like
 
         _ORIGINAL_FULL_LIKE(value_of(a), value_of(fill_value), *args, **kwargs)  # NumPy's errors
@@ -390,7 +421,7 @@ def _full_like(a, fill_value, *args, **kwargs):
 
 def _as_strided(x, shape=None, strides=None, subok=False, writeable=True):
     # (as_strided is Python code: nothing to dispatch on, its arguments can be named)
-    if type(x) is not _ndarray and _state.depth and not _state.off and isinstance(x, Record):
+    if type(x) is not _ndarray and _ident() in _converting and isinstance(x, Record):
         from sensitivities.shape import strided_view
 
         held = value_of(x)
@@ -438,7 +469,7 @@ _METHODS: list = []  # (distribution object, method name, wrapper)
 
 def _counterpart(original: Callable, ours: Callable) -> Callable:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if _state.depth and not _state.off and (
+        if _ident() in _converting and (
             innermost_tape(args) is not None or innermost_tape(tuple(kwargs.values()))
         ):
             return ours(*args, **kwargs)
@@ -509,7 +540,7 @@ def _method(original: Callable, method: str, counterparts: dict) -> Callable:
     ``self``'s distribution where it meets a node in a recording thread."""
 
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if _state.depth and not _state.off and (
+        if _ident() in _converting and (
             innermost_tape(args) is not None or innermost_tape(tuple(kwargs.values()))
         ):
             ours = counterparts.get((getattr(self, "name", None), method))
