@@ -114,31 +114,39 @@ STALE = (
 )
 
 
-def converted_in_library(frame: Any, converting: bool) -> str:
+def converted_in_library(frame: Any, converting: bool, into: str = "an ndarray") -> str:
     """What to say where library code (an installed package) converted a node: the
     function and line that did, and what to do about code the user does not own; ""
     for the user's own code, which the general advice fits."""
     if frame is None:
         return ""
-    return _library_site(frame.f_code, frame.f_lineno, frame.f_globals, converting)
+    return _library_site(frame.f_code, frame.f_lineno, frame.f_globals, converting, into)
 
 
-def _library_site(code: Any, lineno: int, namespace: dict, converting: bool) -> str:
+def _library_site(
+    code: Any, lineno: int, namespace: dict, converting: bool, into: str = "an ndarray"
+) -> str:
     filename = code.co_filename
     if not any(part in filename for part in ("site-packages", "dist-packages")):
         return ""
     function = getattr(code, "co_qualname", code.co_name)
     module = namespace.get("__name__", "?")
     line = linecache.getline(filename, lineno).strip()
-    why = (
-        "the value goes on into compiled code there (or a name bound where tape cannot "
-        "replace it)"
-        if converting
-        else "no differentiation runs in this thread (or tape.library_code(False) is in force)"
-    )
+    if into != "an ndarray":  # float(node), or a node stored into an ndarray
+        why = (
+            "a plain number cannot carry the gradient (an ndarray made with np.zeros holds "
+            "numbers only; a buffer made with np.zeros_like(x) from a node x holds nodes)"
+        )
+    elif converting:
+        why = (
+            "the value goes on into compiled code there (or a name bound where tape cannot "
+            "replace it)"
+        )
+    else:
+        why = "no differentiation runs in this thread (or tape.library_code(False) is in force)"
     return (
         f"{line or 'a conversion'} in {module}.{function} (line {lineno}) turns a "
-        f"node into an ndarray: inside grad and the transforms, np.asarray and np.array of "
+        f"node into {into}: inside grad and the transforms, np.asarray and np.array of "
         f"a node are recorded where Python code calls them, but here {why}, and the "
         "gradient would be lost. For library code you do not own, call its tape.scipy "
         "counterpart if it has one, or wrap the library call as a primitive with a "

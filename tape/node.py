@@ -133,7 +133,8 @@ class Node(Record):
         raise NodeConversionError(converted_in_library(frame, is_converting()) or TO_ARRAY)
 
     def __float__(self) -> float:
-        raise NodeConversionError(TO_NUMBER)
+        site = converted_in_library(sys._getframe(1), is_converting(), "a number")
+        raise NodeConversionError(site or TO_NUMBER)
 
     __int__ = __complex__ = __index__ = __float__
 

@@ -305,3 +305,22 @@ def test_a_conversion_to_integers_is_a_constant(dtype):
     expected = np.array(x, dtype=dtype).astype(float)
     expected[2] += float(np.sum(np.asarray(x[:2], dtype=dtype)))
     np.testing.assert_allclose(grad(f)(x)[0], expected)
+
+
+def test_a_node_stored_into_an_ndarray_in_library_code_names_its_line(tmp_path):
+    # a module installed as a library is: the error names its function and line
+    import importlib.util
+
+    path = tmp_path / "site-packages" / "stores_a_node.py"
+    path.parent.mkdir()
+    path.write_text(
+        "import numpy as np\n\ndef f(x):\n    a = np.zeros(2)\n    a[0] = x[0]\n    return a\n"
+    )
+    spec = importlib.util.spec_from_file_location("stores_a_node", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(ValueError) as info:  # NumPy's own error, the node's as its cause
+        grad(lambda x: np.sum(module.f(x)))(np.ones(2))
+    cause = str(info.value.__cause__)
+    assert "stores_a_node.f (line 5)" in cause and "a[0] = x[0]" in cause
+    assert "np.zeros_like" in cause and "@tape.primitive" in cause
