@@ -14,12 +14,14 @@ a library's ``from numpy import asarray``), by wrappers that
 - otherwise call NumPy's own function: another thread gets NumPy's own results.
 
 SciPy functions with a ``tape.scipy`` counterpart are replaced the same way (the
-wrapper calls the counterpart when it meets a node), and so are the methods of
-``scipy.stats``' distribution objects (``stats.norm.cdf``).
+wrapper calls the counterpart when it meets a node; SciPy's private modules are left
+alone), and so are the methods of ``scipy.stats``' distributions (on SciPy's base classes,
+which frozen distributions reach too, and ``norm._cdf``-style standard forms).
 
 The names come back when the last pass in any thread ends, on every exit, Ctrl-C
 included (``tape.interrupts``). Outside a pass nothing is replaced and nothing costs;
-inside one, a call that meets no node pays one Python call and a thread-local test.
+inside one, a call that meets no node pays one Python call and a test of the thread's
+id (``benchmarks/conversions.py``).
 Out of reach: compiled code, which converts with C's ``PyArray_FromAny``; a name bound
 under another name (``from numpy import asarray as aa``), or held in a default argument
 or a data structure; a module imported while a pass runs, until the next pass.
