@@ -175,7 +175,7 @@ def audit_section() -> list:
         kind, detail = classify(name, f)
         by_kind[kind].append((name, detail))
     count = sum(len(v) for v in by_kind.values())
-    order = ["rule", "implementation", "entered", "non-differentiable", "unsupported"]
+    order = ["rule", "implementation", "entered", "converted", "non-differentiable", "unsupported"]
     lines = [
         "## NumPy's public API",
         "",
@@ -191,6 +191,8 @@ def audit_section() -> list:
     lines += [f"| `{name}` | {reason} |" for name, reason in sorted(by_kind["unsupported"])]
     lines += ["", "Entered as they are (NumPy's own Python code runs on nodes): "]
     lines[-1] += ", ".join(f"`{name}`" for name, _ in sorted(by_kind["entered"])) + "."
+    lines += ["", "Conversions, recorded inside `grad` and the transforms (see Library code): "]
+    lines[-1] += ", ".join(f"`{name}`" for name, _ in sorted(by_kind["converted"])) + "."
     lines.append("")
     return lines
 
@@ -199,6 +201,7 @@ _KIND_WORDS = {
     "rule": "have dedicated rules",
     "implementation": "are implementations",
     "entered": "are NumPy's own code entered as it is",
+    "converted": "are conversions recorded inside grad",
     "non-differentiable": "are non-differentiable",
     "unsupported": "are unsupported",
 }

@@ -20,13 +20,19 @@ ENTERED = {
     "np.logspace", "np.polyadd", "np.polysub", "np.row_stack", "np.rollaxis",
     "np.take_along_axis", "np.union1d", "np.fromfunction", "np.linalg.diagonal",
     "np.linalg.matmul", "np.linalg.matrix_transpose", "np.linalg.tensordot", "np.linalg.trace",
-    "np.linalg.vecdot", "np.fft.fftfreq", "np.fft.rfftfreq",
+    "np.linalg.vecdot", "np.fft.fftfreq", "np.fft.rfftfreq", "np.fill_diagonal",
 }  # fmt: skip
 
 _CONVERTS = (
     "converts its input to an ndarray, which a node refuses (its gradient would be lost): "
     "use the node itself"
 )
+# Not dispatched by NumPy, they are replaced while a forward pass runs (tape.conversions):
+# a node, or a list holding nodes, becomes the node or the stacked node
+CONVERTED = {
+    "np.array", "np.asarray", "np.asanyarray", "np.ascontiguousarray", "np.asfortranarray",
+    "np.asarray_chkfinite", "np.full", "np.lib.stride_tricks.as_strided",
+}  # fmt: skip
 _IN_PLACE = (
     "writes into its argument in place, which the tape cannot record yet: build the result "
     "with at(x)[index].set(values), np.where or np.concatenate"
@@ -41,12 +47,10 @@ _SETS = (
 
 UNSUPPORTED = {
     **dict.fromkeys(
-        ["np.array", "np.asarray", "np.asanyarray", "np.ascontiguousarray", "np.asfortranarray",
-         "np.asarray_chkfinite", "np.asmatrix", "np.bmat", "np.require", "np.from_dlpack",
-         "np.frombuffer", "np.fromiter", "np.fromstring"], _CONVERTS),
+        ["np.asmatrix", "np.bmat", "np.require", "np.from_dlpack", "np.frombuffer",
+         "np.fromiter", "np.fromstring"], _CONVERTS),
     **dict.fromkeys(
-        ["np.copyto", "np.fill_diagonal", "np.place", "np.put", "np.put_along_axis",
-         "np.putmask"], _IN_PLACE),
+        ["np.place", "np.put", "np.put_along_axis", "np.putmask"], _IN_PLACE),
     **dict.fromkeys(
         ["np.load", "np.loadtxt", "np.save", "np.savetxt", "np.savez", "np.savez_compressed",
          "np.genfromtxt", "np.fromfile", "np.fromregex"], _IO),
@@ -62,10 +66,6 @@ UNSUPPORTED = {
          "np.datetime_data", "np.broadcast_shapes", "np.isscalar", "np.iterable",
          "np.isfortran", "np.nested_iters"], _NOT_NUMERIC),
     **dict.fromkeys(["np.intersect1d", "np.setdiff1d", "np.setxor1d"], _SETS),
-    "np.full": (
-        "NumPy does not hand np.full's fill value to the node (only like= dispatches): write "
-        "np.full_like(x, v) or np.broadcast_to(v, shape), both differentiable"
-    ),
     "np.frompyfunc": (
         "calls a Python function element by element on object arrays: write the function "
         "with NumPy operations instead"
@@ -75,10 +75,6 @@ UNSUPPORTED = {
         "implementation; it converts beta with np.array: write "
         "np.i0(beta * np.sqrt(1 - (2 * n / (M - 1) - 1) ** 2)) / np.i0(beta), differentiable "
         "in beta"
-    ),
-    "np.lib.stride_tricks.as_strided": (
-        "arbitrary strides may make elements alias one another, which has no adjoint without "
-        "the memory layout: use sliding_window_view (differentiable) for windows"
     ),
 }  # fmt: skip
 
@@ -101,8 +97,8 @@ def public_callables() -> list:
 
 
 def classify(name: str, f) -> tuple[str, str]:
-    """``(kind, detail)``: kind one of rule, implementation, entered, non-differentiable,
-    unsupported, or unclassified (which the coverage test refuses)."""
+    """``(kind, detail)``: kind one of rule, implementation, entered, converted,
+    non-differentiable, unsupported, or unclassified (which the coverage test refuses)."""
     rules = lookup(f)
     if implementation_of(f) is not None:
         return "implementation", ""
@@ -112,6 +108,8 @@ def classify(name: str, f) -> tuple[str, str]:
         return "rule", ""
     if name in ENTERED:
         return "entered", "NumPy's own code, entered"
+    if name in CONVERTED:
+        return "converted", "recorded inside grad and the transforms (tape.conversions)"
     if name in UNSUPPORTED:
         return "unsupported", UNSUPPORTED[name]
     return "unclassified", ""

@@ -1083,3 +1083,77 @@ nondifferentiable(
     np.blackman, np.hamming, np.hanning, np.einsum_path, np.is_busday, np.busday_count,
     np.busday_offset, np.datetime_as_string,
 )  # fmt: skip
+
+
+# -- writes and views that library code makes: copyto, as_strided ------------------------
+
+
+@implementation(np.copyto)
+def _copyto(dst, src, casting="same_kind", where=True):
+    # NumPy's errors (shape, casting) from NumPy on plain copies; then the write itself,
+    # dst[...] = src, in place on a node dst
+    np.copyto(np.array(value_of(dst)), value_of(src), casting=casting, where=value_of(where))
+    if not hasattr(type(dst), "__record_call__"):
+        raise TypeError(
+            "np.copyto(dst, src) writes a node into the ndarray dst, which can hold numbers "
+            "only (its gradient would be lost). Make dst a node (dst = np.zeros_like(x) with "
+            "x a node), or build the result with np.where(where, src, dst)"
+        )
+    dst[...] = src if where is True else np.where(where, src, dst)
+
+
+def strided_positions(x, shape, strides):
+    """For each element of ``as_strided(x, shape, strides)``, the flat (C order) position
+    in ``x`` of the element it reads; a ValueError where it reads memory that is no
+    element of ``x`` (as_strided allows it, and it has no adjoint)."""
+    x = np.asarray(value_of(x))
+
+    def offsets(shape, strides):
+        total = np.zeros(shape, dtype=np.int64)
+        for axis, (n, s) in enumerate(zip(shape, strides)):
+            total = total + np.arange(n, dtype=np.int64).reshape(
+                (-1,) + (1,) * (len(shape) - axis - 1)
+            ) * s
+        return total
+
+    own = offsets(x.shape, x.strides).ravel()
+    wanted = offsets(tuple(shape), tuple(strides))
+    order = np.argsort(own, kind="stable")
+    ranked = own[order]
+    place = np.minimum(np.searchsorted(ranked, wanted), max(own.size - 1, 0))
+    if wanted.size and (own.size == 0 or np.any(ranked[place] != wanted)):
+        raise ValueError(
+            "as_strided of a node reads memory outside the node's elements (shape "
+            f"{tuple(shape)}, strides {tuple(strides)} over an array of shape {x.shape} and "
+            f"strides {x.strides}), which has no gradient; keep the windows inside the array"
+        )
+    return order[place]
+
+
+@primitive
+def strided_view(x, shape, strides):
+    """``np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)``, what
+    ``as_strided`` of a node records: a read-only view, whose adjoint adds each element's
+    adjoint into the element of ``x`` it reads (elements may be read many times)."""
+    strided_positions(x, shape, strides)
+    root = x
+    while isinstance(root, np.ndarray) and isinstance(root.base, np.ndarray):
+        root = root.base
+    if type(root) is np.ndarray and root.flags.contiguous | root.flags.f_contiguous:
+        # made on the array that owns the memory, so that it is known as x's view (a
+        # write to x shows in it), where as_strided's own result hides x behind a wrapper
+        start = x.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        view = np.ndarray(shape, x.dtype, buffer=root, offset=start, strides=strides)
+        view.flags.writeable = False
+        return view
+    return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
+
+
+@sensitivity(strided_view, 0)
+def _(y, ybar, x, shape, strides):
+    positions = strided_positions(x, shape, strides)
+    flat = scatter_add(_template(x, True), positions.reshape(-1), np.reshape(ybar, -1))
+    return np.reshape(flat, np.shape(x))
+
+
+nondifferentiable(strided_positions)

@@ -33,7 +33,14 @@ import math
 import numpy as np
 
 from .batching import _padded, _shift, batching
-from .registry import function_name, nondifferentiable, primitive, sensitivity, value_of
+from .registry import (
+    function_name,
+    implementation,
+    nondifferentiable,
+    primitive,
+    sensitivity,
+    value_of,
+)
 
 try:
     import scipy.special
@@ -55,7 +62,8 @@ class _Ufuncs:
 special = _Ufuncs() if scipy is not None else None
 
 
-__all__ = ["logsumexp", "softmax", "log_softmax", "polygamma", "multigammaln"]
+__all__ = ["logsumexp", "softmax", "log_softmax", "polygamma", "multigammaln", "spherical_jn",
+           "spherical_yn", "spherical_in", "spherical_kn"]  # fmt: skip
 
 _2_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _SQRT_PI_2 = math.sqrt(math.pi) / 2.0
@@ -481,8 +489,13 @@ def _register():
 
     # elliptic integrals: K(1 - p), and the incomplete ones in the amplitude
     unary(s.ellipkm1, lambda y, g, p: -g * (s.ellipe(1 - p) - p * y) / (2 * p * (1 - p)))
-    binary(s.ellipkinc, lambda y, g, phi, m: g / np.sqrt(1 - m * np.sin(phi) ** 2), None)
-    binary(s.ellipeinc, lambda y, g, phi, m: g * np.sqrt(1 - m * np.sin(phi) ** 2), None)
+    # and in the parameter m (DLMF 19.4.2, 19.4.4)
+    binary(s.ellipkinc, lambda y, g, phi, m: g / np.sqrt(1 - m * np.sin(phi) ** 2),
+           lambda y, g, phi, m: g * ((s.ellipeinc(phi, m) - (1 - m) * y) / (2 * m * (1 - m))
+                                     - np.sin(2 * phi)
+                                     / (4 * (1 - m) * np.sqrt(1 - m * np.sin(phi) ** 2))))
+    binary(s.ellipeinc, lambda y, g, phi, m: g * np.sqrt(1 - m * np.sin(phi) ** 2),
+           lambda y, g, phi, m: g * (y - s.ellipkinc(phi, m)) / (2 * m))  # fmt: skip
 
     # orthogonal polynomials, in x: each derivative is a polynomial of degree n - 1
     binary(s.eval_legendre, None,
@@ -511,8 +524,185 @@ def _register():
     nondifferentiable(s.round, s.gammasgn)
 
 
+# -- ufuncs with several results: one primitive per result ------------------------------
+
+
+RESULTS: dict = {}  # ufunc of several results -> its results' primitives
+
+
+def several_results(ufunc, derivatives):
+    """Make the ufunc ``ufunc`` of several results differentiable: entered, each result is
+    its own primitive (``airy_0``, ``airy_1``, ...) whose rules are ``derivatives``,
+    ``{(result, argument): d(*args) -> the elementwise derivative}``, written with the
+    results themselves, so that they differentiate again. An argument without an entry
+    (an integer order, a parameter with no known derivative) raises if it is a node."""
+    results = []
+    for k in range(ufunc.nout):
+
+        def result(*args, _k=k, **kwargs):
+            return ufunc(*args, **kwargs)[_k]
+
+        result.__name__ = result.__qualname__ = f"{ufunc.__name__}_{k}"
+        results.append(primitive(result))
+
+    def entered(*args, **kwargs):
+        return tuple(r(*args, **kwargs) for r in results)
+
+    implementation(ufunc)(entered)
+    RESULTS[ufunc] = results
+    known = derivatives(*results)
+    for (k, argnum), d in known.items():
+        sensitivity(results[k], argnum)(
+            lambda y, ybar, *args, _d=d, **kwargs: ybar * _d(*args)
+        )
+    return results
+
+
+def _sqrt_positive(x):
+    return np.sqrt(np.where(x > 0, x, 0.0))
+
+
+def _register_several():
+    s = special
+    deg = np.pi / 180  # SciPy's Mathieu functions take x in degrees, their derivative in radians
+
+    several_results(s.airy, lambda ai, aip, bi, bip: {
+        (0, 0): aip, (1, 0): lambda z: z * ai(z), (2, 0): bip, (3, 0): lambda z: z * bi(z)})
+    several_results(s.airye, lambda ai, aip, bi, bip: {
+        (0, 0): lambda z: aip(z) + np.sqrt(z) * ai(z),
+        (1, 0): lambda z: z * ai(z) + np.sqrt(z) * aip(z),
+        (2, 0): lambda z: bip(z) - _sqrt_positive(z) * bi(z),
+        (3, 0): lambda z: z * bi(z) - _sqrt_positive(z) * bip(z)})
+    several_results(s.fresnel, lambda S, C: {
+        (0, 0): lambda z: np.sin(np.pi / 2 * z * z), (1, 0): lambda z: np.cos(np.pi / 2 * z * z)})
+    several_results(s.sici, lambda si, ci: {
+        (0, 0): lambda x: np.sinc(x / np.pi), (1, 0): lambda x: np.cos(x) / x})
+    several_results(s.shichi, lambda shi, chi: {
+        (0, 0): lambda x: _ratio_or_one(np.sinh(x), x), (1, 0): lambda x: np.cosh(x) / x})
+    several_results(s.itairy, lambda *_: {
+        (0, 0): lambda x: s.airy(x)[0], (1, 0): lambda x: s.airy(x)[2],
+        (2, 0): lambda x: s.airy(-x)[0], (3, 0): lambda x: s.airy(-x)[2]})
+    several_results(s.iti0k0, lambda *_: {(0, 0): s.i0, (1, 0): s.k0})
+    several_results(s.it2i0k0, lambda *_: {
+        (0, 0): lambda x: (s.i0(x) - 1) / x, (1, 0): lambda x: -s.k0(x) / x})
+    several_results(s.itj0y0, lambda *_: {(0, 0): s.j0, (1, 0): s.y0})
+    several_results(s.it2j0y0, lambda *_: {
+        (0, 0): lambda x: (1 - s.j0(x)) / x, (1, 0): lambda x: -s.y0(x) / x})
+    # parabolic cylinder functions: y'' = (x^2/4 - v - 1/2) y for D and V, (a - x^2/4) y for W
+    for f in (s.pbdv, s.pbvv):
+        several_results(f, lambda y, yp: {
+            (0, 1): lambda v, x, _yp=yp: _yp(v, x),
+            (1, 1): lambda v, x, _y=y: (x * x / 4 - v - 0.5) * _y(v, x)})
+    several_results(s.pbwa, lambda y, yp: {
+        (0, 1): yp, (1, 1): lambda a, x: (a - x * x / 4) * y(a, x)})
+    several_results(s.ellipj, lambda sn, cn, dn, ph: {
+        (0, 0): lambda u, m: cn(u, m) * dn(u, m),
+        (1, 0): lambda u, m: -sn(u, m) * dn(u, m),
+        (2, 0): lambda u, m: -m * sn(u, m) * cn(u, m),
+        (3, 0): dn,
+        (0, 1): lambda u, m: cn(u, m) * _am_m(u, m, sn, cn, dn, ph),
+        (1, 1): lambda u, m: -sn(u, m) * _am_m(u, m, sn, cn, dn, ph),
+        (2, 1): lambda u, m: -(sn(u, m) ** 2 + 2 * m * sn(u, m) * cn(u, m)
+                               * _am_m(u, m, sn, cn, dn, ph)) / (2 * dn(u, m)),
+        (3, 1): lambda u, m: _am_m(u, m, sn, cn, dn, ph)})  # fmt: skip
+    # Mathieu functions: y'' = -(a - 2q cos 2x) y, x in degrees; modified ones
+    # y'' = (a - 2q cosh 2x) y in x itself; a the characteristic value
+    for f, value in ((s.mathieu_cem, s.mathieu_a), (s.mathieu_sem, s.mathieu_b)):
+        several_results(f, lambda y, yp, _value=value: {
+            (0, 2): lambda m, q, x, _yp=yp: deg * _yp(m, q, x),
+            (1, 2): lambda m, q, x, _y=y: -deg * (_value(m, q) - 2 * q * np.cos(2 * deg * x))
+            * _y(m, q, x)})
+    for f, value in ((s.mathieu_modcem1, s.mathieu_a), (s.mathieu_modcem2, s.mathieu_a),
+                     (s.mathieu_modsem1, s.mathieu_b), (s.mathieu_modsem2, s.mathieu_b)):
+        several_results(f, lambda y, yp, _value=value: {
+            (0, 2): yp,
+            (1, 2): lambda m, q, x, _y=y: (_value(m, q) - 2 * q * np.cosh(2 * x)) * _y(m, q, x)})
+    # spheroidal wave functions: the second result is the derivative of the first in x,
+    # and (1 - x^2) y'' = 2x y' - (cv - s c^2 x^2 - m^2 / (1 - x^2)) y, s = 1 prolate and
+    # -1 oblate, cv the characteristic value. The oblate radial functions (another
+    # equation) and SciPy's pro_rad2 (whose derivative disagrees with its differences
+    # beyond the first order) are left without rules, as are the complex-valued results
+    # of a real argument (kelvin, modfresnelm, modfresnelp): a node there raises
+    for f, sign, cv in ((s.pro_ang1, 1.0, s.pro_cv), (s.obl_ang1, -1.0, s.obl_cv),
+                        (s.pro_rad1, 1.0, s.pro_cv)):  # fmt: skip
+        several_results(f, lambda y, yp, _s=sign, _cv=cv: {
+            (0, 3): yp,
+            (1, 3): lambda m, n, c, x, _y=y, _yp=yp: _spheroidal_second(
+                _y(m, n, c, x), _yp(m, n, c, x), m, c, x, _cv(m, n, c), _s)})
+    for f, sign in ((s.pro_ang1_cv, 1.0), (s.obl_ang1_cv, -1.0), (s.pro_rad1_cv, 1.0)):
+        several_results(f, lambda y, yp, _s=sign: {
+            (0, 4): yp,
+            (1, 4): lambda m, n, c, cv, x, _y=y, _yp=yp: _spheroidal_second(
+                _y(m, n, c, cv, x), _yp(m, n, c, cv, x), m, c, x, cv, _s)})
+
+    # spherical Bessel functions: SciPy's Python functions call these ufuncs on z.
+    # y'' = -(2/z) y' - (1 - n(n+1)/z^2) y for j and y; -(2/z) y' + (1 + n(n+1)/z^2) y
+    # for the modified i and k
+    from scipy.special import _spherical_bessel as b
+
+    for f, f_d, sign in ((b._spherical_jn, b._spherical_jn_d, -1.0),
+                         (b._spherical_yn, b._spherical_yn_d, -1.0),
+                         (b._spherical_in, b._spherical_in_d, 1.0),
+                         (b._spherical_kn, b._spherical_kn_d, 1.0)):  # fmt: skip
+        sensitivity(f, 1)(lambda y, g, n, z, _d=f_d, **kw: g * _d(n, z))
+        sensitivity(f_d, 1)(
+            lambda y, g, n, z, _f=f, _sign=sign, **kw: g
+            * (-2 / z * y + (_sign + n * (n + 1) / (z * z)) * _f(n, z))
+        )
+
+
+def _spherical(name, sign_n_even):
+    """SciPy's ``spherical_*n(n, z, derivative=False)`` as the ufuncs it calls, with its
+    reflection of a negative real ``z``, so that a node's calls are recorded (SciPy's own
+    writes the two halves into an ndarray)."""
+
+    def spherical(n, z, derivative=False):
+        from scipy.special import _spherical_bessel as b
+
+        f = getattr(b, f"_spherical_{name}_d" if derivative else f"_spherical_{name}")
+        n = np.asarray(value_of(n), dtype=np.dtype("long"))
+        if np.iscomplexobj(z) or not np.any(value_of(z) < 0):
+            return f(n, z)
+        negative = value_of(z) < 0
+        positive_z = np.where(negative, 1.0, z)
+        reflected_z = np.where(negative, -z, 1.0)
+        if sign_n_even is None:  # k: SciPy takes the real part of the complex value
+            reflected = np.real(f(n, np.where(negative, z, -1.0) + 0j))
+        else:
+            sign = np.where(n % 2 == 0, sign_n_even, -sign_n_even)
+            reflected = f(n, reflected_z) * (-sign if derivative else sign)
+        return np.where(negative, reflected, f(n, positive_z))
+
+    spherical.__name__ = spherical.__qualname__ = f"spherical_{name}"
+    spherical.__doc__ = f"``scipy.special.spherical_{name}``, recorded on a node."
+    return spherical
+
+
+spherical_jn = _spherical("jn", 1.0)
+spherical_yn = _spherical("yn", -1.0)
+spherical_in = _spherical("in", 1.0)
+spherical_kn = _spherical("kn", None)
+
+
+def _spheroidal_second(y, yp, m, c, x, cv, sign):
+    return (2 * x * yp - (cv - sign * c * c * x * x - m * m / (1 - x * x)) * y) / (1 - x * x)
+
+
+def _ratio_or_one(a, x):
+    return np.where(x == 0, 1.0, a / np.where(x == 0, 1.0, x))
+
+
+def _am_m(u, m, sn, cn, dn, ph):
+    """d am(u|m) / dm: from u = F(am|m) held fixed, -dn * dF/dm at am."""
+    phi, d = ph(u, m), dn(u, m)
+    e = special.ellipeinc(phi, m)
+    dF = (e - (1 - m) * u) / (2 * m * (1 - m)) - np.sin(2 * phi) / (4 * (1 - m) * d)
+    return -dF * d
+
+
 if special is not None:
     _register()
+    _register_several()
 
 
 # -- batching rules of the primitives above, for tape.vmap ---------------------------------

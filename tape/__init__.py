@@ -19,6 +19,7 @@ from . import array_api  # noqa: F401  (node.__array_namespace__)
 from .batching import vmap
 from .checking import check_grad
 from .compiled import CompiledGrad, TapeMismatchError, compile_grad
+from .conversions import library_code
 from .debugging import debug, detect_anomaly, recorded_at
 from .errors import AnomalyError, MissingRuleError, MutationError, NodeConversionError
 from .functional import grad, value_and_grad
@@ -73,4 +74,5 @@ __all__ = [
     "ravel",
     "pushforward",
     "vmap",
+    "library_code",
 ]

@@ -9,6 +9,7 @@ import numpy as np
 
 from sensitivities.registry import function_name, value_of
 
+from .conversions import converting
 from .errors import MissingRuleError, describe
 from .functional import grad, input_gradients, record_inputs
 from .node import Node
@@ -94,7 +95,8 @@ def _check_prefilled(f, args, nums, u, expected, rng):
     tape = Tape()
     recorded, inputs = record_inputs(f, tape, args, nums)
     try:
-        out = f(*recorded)
+        with converting():
+            out = f(*recorded)
         outs = [current(o) for o in tree_flatten(out)[0]]  # nodes written in place: latest
         rtape = ReverseTape(tape)
         for o, w in zip(outs, u):

@@ -45,6 +45,7 @@ from sensitivities import broadcast_to, registry
 from sensitivities.registry import function_name
 
 from .batching import Batched, multiply_data, shifted_axis
+from .conversions import converting
 from .errors import MissingRuleError, NodeConversionError
 from .functional import (
     argnums_spec,
@@ -449,7 +450,8 @@ class _Program:
         call_args, recorded = record_inputs(f, tape, args, nums)
         inputs, constants, grads = _number_leaves(tape, call_args, recorded, flat, data_as_leaves)
         try:
-            out = current(f(*call_args, **kwargs))  # a node written in place: its latest
+            with converting():
+                out = current(f(*call_args, **kwargs))  # a node written in place: its latest
             on_tape = isinstance(out, Node) and out.tape is tape
             value = out.value if on_tape else out
             check_output(value, fname, "compile_grad")

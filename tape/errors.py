@@ -145,6 +145,75 @@ STALE = (
 )
 
 
+def converted_in_library(frame: Any, converting: bool, into: str = "an ndarray") -> str:
+    """What to say where library code (an installed package) converted a node: the
+    function and line that did, and what to do about code the user does not own; ""
+    for the user's own code, which the general advice fits."""
+    if frame is None:
+        return ""
+    return _library_site(frame.f_code, frame.f_lineno, frame.f_globals, converting, into)
+
+
+def _library_site(
+    code: Any, lineno: int, namespace: dict, converting: bool, into: str = "an ndarray"
+) -> str:
+    filename = code.co_filename
+    if not any(part in filename for part in ("site-packages", "dist-packages")):
+        return ""
+    function = getattr(code, "co_qualname", code.co_name)
+    module = namespace.get("__name__", "?")
+    line = linecache.getline(filename, lineno).strip()
+    if into != "an ndarray":  # float(node), or a node stored into an ndarray
+        why = (
+            "a plain number cannot carry the gradient (an ndarray made with np.zeros holds "
+            "numbers only; a buffer made with np.zeros_like(x) from a node x holds nodes)"
+        )
+    elif converting:
+        why = (
+            "the value goes on into compiled code there (or a name bound where tape cannot "
+            "replace it)"
+        )
+    else:
+        why = "no differentiation runs in this thread (or tape.library_code(False) is in force)"
+    return (
+        f"{line or 'a conversion'} in {module}.{function} (line {lineno}) turns a "
+        f"node into {into}: inside grad and the transforms, np.asarray and np.array of "
+        f"a node are recorded where Python code calls them, but here {why}, and the "
+        "gradient would be lost. For library code you do not own, call its tape.scipy "
+        "counterpart if it has one, or wrap the library call as a primitive with a "
+        "sensitivity of your own:\n\n"
+        "    @tape.primitive\n"
+        "    def f(x):\n"
+        f"        return ...  # the call that reaches {function}, on plain values\n\n"
+        "    @tape.sensitivity(f, 0)\n"
+        "    def _(y, ybar, x):\n"
+        "        return ybar * ...  # its derivative, by hand\n"
+    )
+
+
+def passed_to_compiled(error: BaseException, sites: list) -> NodeConversionError | None:
+    """Where a TypeError from compiled code names a node (``a bytes-like object is
+    required, not 'Branch'``) and the traceback runs through a library line that kept a
+    node where it asked for an ndarray (``sites``: ``(code, line, globals)`` of each such
+    conversion in this pass), the error that names that line; else None."""
+    if not isinstance(error, TypeError) or isinstance(error, NodeConversionError):
+        return None
+    text = str(error)
+    if not any(f"'{kind}'" in text for kind in ("Branch", "Leaf", "Node")):
+        return None
+    codes = {code: (lineno, namespace) for code, lineno, namespace in sites}
+    tb, found = error.__traceback__, None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code in codes:
+            found = (code, *codes[code])
+        tb = tb.tb_next
+    if found is None:
+        return None
+    site = _library_site(*found, True)
+    return NodeConversionError(site) if site else None
+
+
 def scipy_conversion(scipy_name: str, ours: str, closure: bool = False) -> str:
     """What to write instead when SciPy's ``scipy_name`` converts a node: call ``ours``;
     for a solver met through a ``closure``, pass the parameters through ``args=``."""
@@ -207,6 +276,14 @@ def out_keyword(f: Any) -> str:
         f"np.{function_name(f)}(..., out=...) would write the result into an array in "
         "place (as a += x does), which the tape cannot record; drop out= and use the "
         "returned value (a = a + x)"
+    )
+
+
+def out_into_array(name: str) -> str:
+    return (
+        f"{name}(..., out=a) writes a result computed from a node into the ndarray a, "
+        "which can hold numbers only (its gradient would be lost). Make the buffer a node "
+        "(a = np.zeros_like(x) with x a node), or drop out= and use the returned value"
     )
 
 

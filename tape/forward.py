@@ -32,6 +32,7 @@ from sensitivities import lift, registry
 from sensitivities.registry import function_name, value_of
 
 from .collector import fewer_collections
+from .conversions import converting
 from .display import preview
 from .errors import MissingRuleError
 from .node import Node
@@ -228,7 +229,8 @@ def push_forward(f, args, kwargs, tangents, k):
             if t is not None:
                 nodes[i] = Leaf(tape, x)
                 tape.seed(nodes[i], t)
-        with fewer_collections(), located_warnings():  # records are freed by clearing the tape
+        # records are freed by clearing the tape
+        with fewer_collections(), located_warnings(), converting():
             return f(*nodes, **kwargs), tape
     except BaseException:
         tape.records.clear()  # a failed call leaves no cycles behind

@@ -12,6 +12,7 @@ import numpy as np
 from sensitivities.registry import value_of
 
 from .collector import fewer_collections
+from .conversions import converting
 from .duck_arrays import is_duck_array
 from .gradients import Gradients
 from .node import Node
@@ -339,7 +340,8 @@ def _forward_and_reverse(
     # back at its usual pace with the records still alive, it would scan them all at once.
     with fewer_collections(), located_warnings():
         try:
-            out = f(*args, **kwargs)
+            with converting():
+                out = f(*args, **kwargs)
             value, grads, aux = _reverse(out, tape, inputs, nums, fname, who, has_aux)
         finally:
             tape.records.clear()  # break node <-> tape cycles so memory goes back at once

@@ -19,6 +19,7 @@ from sensitivities import astype, registry
 from sensitivities.counterparts import scipy_caller, sparse_operator
 from sensitivities.registry import foreign_handler
 
+from .conversions import is_converting
 from .duck_arrays import is_duck_array
 from .errors import (
     BUFFER,
@@ -28,12 +29,13 @@ from .errors import (
     TO_ARRAY,
     TO_NUMBER,
     NodeConversionError,
+    converted_in_library,
     in_place,
-    out_keyword,
     scipy_conversion,
     stores_into_array,
 )
 from .inplace import augmented, set_item
+from .outputs import ufunc_out
 from .recording import Record, apply, innermost_tape, plain, record_primitive
 
 __all__ = ["Node"]
@@ -87,8 +89,9 @@ class Node(Record):
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method == "__call__" and not kwargs:
             return apply(ufunc, inputs)  # np.sin(x): the common call, first
-        if kwargs.get("out") is not None:
-            raise TypeError(out_keyword(ufunc))
+        if kwargs.get("out") is not None and method != "at":
+            call = ufunc if method == "__call__" else getattr(ufunc, method)
+            return ufunc_out(call, inputs, kwargs, method == "__call__")
         if method == "__call__":
             return apply(ufunc, inputs, kwargs)
         if method == "at":
@@ -136,6 +139,9 @@ class Node(Record):
             raise NodeConversionError(scipy_conversion(*counterpart))
         if caller.f_globals.get("__name__", "").startswith("numpy.ma"):
             raise NodeConversionError(MASKED_CONVERSION)  # masked * node: np.ma converts
+        site = converted_in_library(caller, is_converting())
+        if site:
+            raise NodeConversionError(site)
         raise NodeConversionError(BUFFER if stores_into_array(caller) else TO_ARRAY)
 
     def __float__(self) -> float:
@@ -143,6 +149,9 @@ class Node(Record):
         counterpart = scipy_caller(caller)  # a SciPy solver's float(fun(x)), say
         if counterpart:
             raise NodeConversionError(scipy_conversion(*counterpart))
+        site = converted_in_library(caller, is_converting(), "a number")
+        if site:
+            raise NodeConversionError(site)
         raise NodeConversionError(BUFFER if stores_into_array(caller) else TO_NUMBER)
 
     __int__ = __complex__ = __index__ = __float__
@@ -633,6 +642,11 @@ class Node(Record):
         raise TypeError(CANNOT_PICKLE)
 
     @property
+    def strides(self) -> tuple:
+        """The strides of the value, for code that computes views with ``as_strided``."""
+        return registry.value_of(self).strides
+
+    @property
     def flat(self) -> Any:
         """``x.flat``: ``x.flat[i]`` reads elements in C order (a copy, as NumPy's), and
         ``x.flat[i] = v`` writes them; ``len`` and iteration too."""
@@ -644,7 +658,7 @@ class Node(Record):
 
     def __getattr__(self, name: str) -> Any:
         # called only where normal lookup failed: the ndarray attributes of memory and
-        # layout (flags, strides, base, ctypes, byteswap...) get an answer that says why
+        # layout (flags, base, ctypes, byteswap...) get an answer that says why
         if name in _MEMORY_ATTRIBUTES:
             raise AttributeError(
                 f"a node has no .{name}: ndarray.{name} is about an array's memory, which a "
@@ -683,7 +697,7 @@ _LEAVES = (
 # ndarray's attributes that a node leaves out, as they are about memory and layout
 _MEMORY_ATTRIBUTES = frozenset(
     ("base", "byteswap", "ctypes", "data", "flags", "getfield", "setfield", "setflags",
-     "strides", "__array_interface__", "__array_struct__", "__dlpack__",
+     "__array_interface__", "__array_struct__", "__dlpack__",
      "__dlpack_device__")
 )  # fmt: skip
 
@@ -747,13 +761,22 @@ class _Flat:
     def __setitem__(self, index: Any, value: Any) -> None:
         node = self.node
         value = _as_array(value)
-        positions = np.arange(node.size)[index]
-        if np.size(value) not in (1, np.size(positions)):
-            raise TypeError(
-                "x.flat[index] = values with fewer values than positions repeats them in "
-                "NumPy; a node does not: give one value per position, or one value"
-            )
+        positions = np.ravel(np.arange(node.size)[index])
+        count = np.size(registry.value_of(value))
+        if positions.size and count != positions.size:
+            if not count:
+                raise ValueError("flat assignment of an empty sequence")
+            # NumPy repeats (or cuts) the values to the number of positions
+            value = np.ravel(value)[np.arange(positions.size) % count]
+        elif np.ndim(registry.value_of(value)) > 1:
+            value = np.ravel(value)
         set_item(node, np.unravel_index(positions, node.shape), value)
+
+    def copy(self) -> Any:
+        return apply(np.copy, (apply(np.ravel, (self.node,)),))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self.node.__array__(dtype, copy)
 
 
 # Operands a node's operators take as NumPy does, without asking the registry whether they

@@ -48,7 +48,6 @@ from .errors import (
     explain_mix,
     missing_rule,
     not_differentiable_in,
-    out_keyword,
 )
 from .keywords import positional_call
 from .mutation import sealed, sealed_subclass
@@ -186,7 +185,10 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
         elif type(a) is _ndarray:
             seal = sealed(seal, i, a, tape)
         elif type(a) is list or type(a) is tuple:
-            a, seal, held = _unwrap_sequence(f, i, a, tape, with_rules, seal)
+            try:
+                a, seal, held = _unwrap_sequence(f, i, a, tape, with_rules, seal)
+            except _NestedNodes:
+                return apply(f, _stacked_within(args), kwargs)
             if held:
                 node_args += (i,)
         elif isinstance(a, _ndarray):  # np.memmap, a user's subclass: sealed too
@@ -255,8 +257,30 @@ def _unwrap_sequence(f, i, seq, tape, with_rules, seal):
             seal = sealed(seal, (i, j), b, tape)
         elif isinstance(b, np.ndarray):
             seal = sealed_subclass(seal, (i, j), b, f, tape)
+        elif (type(b) is list or type(b) is tuple) and innermost_tape(b) is not None:
+            raise _NestedNodes  # np.concatenate([x, [y, z]]): an array-like of nodes
         out.append(b)
     return type(seq)(out), seal, held
+
+
+class _NestedNodes(Exception):
+    """A list argument holds a list or tuple that holds nodes."""
+
+
+def _stacked_within(args: tuple) -> tuple:
+    """``args`` with each list or tuple of nodes nested in a list argument made one node,
+    as NumPy reads an array-like (``np.concatenate([x, [y, z]])``)."""
+    from .conversions import stacked  # imported when first needed: a rare call
+
+    return tuple(
+        type(a)(
+            stacked(b) if (type(b) is list or type(b) is tuple) and innermost_tape(b) else b
+            for b in a
+        )
+        if type(a) is list or type(a) is tuple
+        else a
+        for a in args
+    )
 
 
 def _unrecorded(f: Any, tape: Any, rules: Any, args: tuple, kwargs: dict | None) -> Any:
@@ -272,10 +296,12 @@ def _unrecorded(f: Any, tape: Any, rules: Any, args: tuple, kwargs: dict | None)
         keyword_only = True  # np.average(x, weights=w): fine to enter, not to record
     if not tape.records:
         raise ValueError(STALE)
+    if kwargs and kwargs.get("out") is not None and (rules is None or not rules.nondiff):
+        from .outputs import function_out  # out= is rare: imported when first met
+
+        return function_out(f, args, kwargs, apply)
     if keyword_only and rules is not None and not rules.nondiff:
         return apply_with_keyword_nodes(f, args, kwargs)
-    if kwargs and kwargs.get("out") is not None and (rules is None or not rules.nondiff):
-        raise TypeError(out_keyword(f))
     if rules is None:
         if registry.load_deferred():  # SciPy's rules, registered on the first miss
             return apply(f, args, kwargs)

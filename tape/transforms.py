@@ -17,6 +17,7 @@ from sensitivities import checkpointed
 from sensitivities.registry import value_of
 
 from .collector import fewer_collections
+from .conversions import converting
 from .duck_arrays import is_duck_array
 from .forward import ForwardTape, push_forward
 from .functional import (
@@ -227,7 +228,8 @@ def _vjp(f, nums, args, kwargs):
     tape = Tape()
     args, inputs = record_inputs(f, tape, args, nums)
     try:
-        with fewer_collections(), located_warnings():  # records are freed with the pullback
+        # records are freed with the pullback
+        with fewer_collections(), located_warnings(), converting():
             out = f(*args, **kwargs)
     except BaseException:
         tape.records.clear()
@@ -632,7 +634,8 @@ class _Rerun:
         tape = Tape()
         nodes = [Leaf(tape, x) if _differentiable(x) else x for x in leaves]
         try:
-            out = fn(*nodes)
+            with converting():
+                out = fn(*nodes)
             if not (isinstance(out, Node) and out.tape is tape):
                 return [None] * len(leaves)
             pos = current(out).pos  # a node written in place: its latest version

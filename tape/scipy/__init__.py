@@ -19,7 +19,7 @@ public face, and needs SciPy.
 import importlib
 import importlib.util
 
-__all__ = ["stats", "linalg", "special", "signal", "integrate", "optimize", "sparse"]
+__all__ = ["stats", "linalg", "special", "signal", "integrate", "optimize", "sparse", "spatial"]
 
 
 def __getattr__(name):

@@ -14,12 +14,24 @@ np.True_
 import scipy.special as _special
 
 from sensitivities import lookup
-from sensitivities.special import log_softmax, logsumexp, multigammaln, polygamma, softmax
+from sensitivities.special import (
+    log_softmax,
+    logsumexp,
+    multigammaln,
+    polygamma,
+    softmax,
+    spherical_in,
+    spherical_jn,
+    spherical_kn,
+    spherical_yn,
+)
 
 from ._forward import forward, listing
 
 _COUNTERPARTS = {"logsumexp": logsumexp, "softmax": softmax, "log_softmax": log_softmax,
-                 "polygamma": polygamma, "multigammaln": multigammaln}  # fmt: skip
+                 "polygamma": polygamma, "multigammaln": multigammaln,
+                 "spherical_jn": spherical_jn, "spherical_yn": spherical_yn,
+                 "spherical_in": spherical_in, "spherical_kn": spherical_kn}  # fmt: skip
 
 
 def _differentiable() -> dict:

@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("scipy")
 
-MODULES = ["stats", "linalg", "special", "signal", "integrate", "optimize", "sparse"]
+MODULES = ["stats", "linalg", "special", "signal", "integrate", "optimize", "sparse", "spatial"]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -8,11 +8,21 @@ import numpy as np
 import pytest
 from hypothesis import strategies as st
 
-from sensitivities.shape import astype, filled_like, pad_copies, scatter_add, sliding_windows
+from sensitivities.shape import (
+    astype,
+    filled_like,
+    pad_copies,
+    scatter_add,
+    sliding_windows,
+    strided_view,
+)
 from tape import Leaf, Tape, grad, propagate, reverse_tape
 from tests.fd import numeric_grad
 from tests.sensitivities.cases import Case, implementation_test, rule_test
 from tests.strategies import SHAPES, arrays
+
+# bound by name at import, as library code does: tape reaches this name too
+from numpy.lib.stride_tricks import as_strided  # noqa: E402  isort: skip
 
 NONEMPTY = SHAPES.filter(len)
 MATRICES = SHAPES.filter(lambda s: len(s) >= 2)
@@ -795,7 +805,15 @@ def row_stack_quietly(arrays):
         return np.row_stack(arrays)  # noqa: NPY201
 
 
+def _diagonal_filled(a, v):
+    a = a * 1.0  # NumPy writes into its argument: a copy of it on ndarrays and on nodes
+    np.fill_diagonal(a, v)
+    return weighted(a)
+
+
 ENTERED += [
+    Case(np.fill_diagonal, lambda d: (array(d, st.just((3, 4))), array(d, st.just((2,)))),
+         fn=_diagonal_filled, argnums=(0, 1)),
     Case(np.logspace, lambda d: (positive(d), positive(d)), fn=lambda a, b: weighted(
         np.logspace(a, b, 4)), argnums=(0, 1)),
     Case(np.polyadd, lambda d: (array(d, st.just((3,))), array(d, st.just((2,)))),
@@ -832,7 +850,7 @@ def test_every_shape_implementation_has_a_case():
     from sensitivities.registry import _implementations
 
     mine = {f for f, impl in _implementations.items() if impl.__module__ == family.__name__}
-    assert mine <= {c.registered for c in IMPLEMENTED}
+    assert mine <= {c.registered for c in IMPLEMENTED + COPYTO_IMPLEMENTED}
 
 
 # -- by hand --------------------------------------------------------------------------------
@@ -1102,3 +1120,137 @@ def test_full_like_differentiates_the_fill_value_only():
     assert grad(lambda x: np.sum(np.full_like(x, 3.0) * 0 + np.full_like(x, 1, dtype=int)))(
         x
     )[0].tolist() == [0.0, 0.0, 0.0]
+
+
+# -- writes and views that library code makes: fill_diagonal, .flat, copyto, as_strided ---
+
+
+def _same_as_numpy(f, x, *rest):
+    """f's value and gradient on a node: NumPy's value on an ndarray, and the gradient
+    by central differences of that program."""
+    value, grads = __import__("tape").value_and_grad(f, argnums=tuple(range(1 + len(rest))))(
+        x.copy(), *rest
+    )
+    assert np.isclose(value, f(x.copy(), *rest))
+    for i, g in enumerate(grads):
+        args = (x, *rest)
+        expected = numeric_grad(lambda *a: f(a[0].copy(), *a[1:]), args, i)
+        np.testing.assert_allclose(g, expected, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("shape, wrap", [((3, 3), False), ((5, 2), True), ((2, 5), False),
+                                         ((2, 2, 2), False)])  # fmt: skip
+def test_fill_diagonal_of_a_node(shape, wrap):
+    def f(x, v):
+        np.fill_diagonal(x, v, wrap=wrap)
+        return np.sum(x**2 * np.arange(x.size).reshape(x.shape))
+
+    x = np.random.default_rng(0).normal(size=shape)
+    _same_as_numpy(f, x, 1.5)
+    _same_as_numpy(f, x, np.array([2.0, -1.0]))  # repeated along the diagonal, as NumPy
+
+
+def test_fill_diagonal_of_a_transposed_node_writes_the_base():
+    def f(x):
+        y = x.T  # a view: the write reaches x
+        np.fill_diagonal(y, 0.0)
+        return np.sum(x * np.arange(6.0).reshape(2, 3))
+
+    _same_as_numpy(f, np.random.default_rng(1).normal(size=(2, 3)))
+
+
+@pytest.mark.parametrize("index", [3, slice(1, 5), [0, 4, 5], np.array([True, False] * 3),
+                                   slice(None, None, -2)])  # fmt: skip
+def test_flat_reads_and_writes(index):
+    def read(x):
+        return np.sum(x.flat[index] ** 2)
+
+    def write(x, v):
+        x.flat[index] = v
+        return np.sum(x**2 * np.arange(6.0).reshape(3, 2))
+
+    x = np.random.default_rng(2).normal(size=(3, 2))
+    _same_as_numpy(read, x)
+    _same_as_numpy(write, x, 0.5)
+    _same_as_numpy(lambda x: write(x.T.copy().T, 0.5), x)  # an F-ordered node: C order still
+    if not isinstance(index, int):
+        _same_as_numpy(write, x, np.array([1.5, -2.0]))  # repeated as NumPy repeats
+
+
+def test_copyto_into_a_node():
+    def f(x, v):
+        np.copyto(x, v * x[::-1], where=x > 0)
+        return np.sum(x**2)
+
+    def whole(x, v):
+        np.copyto(x[1:], v)
+        return np.sum(x * np.arange(4.0))
+
+    x = np.random.default_rng(3).normal(size=4)
+    _same_as_numpy(f, x, 2.0)
+    _same_as_numpy(whole, x, 3.0)
+
+
+def test_copyto_errors():
+    with pytest.raises(TypeError, match="copyto.*ndarray dst.*zeros_like"):
+        grad(lambda x: np.copyto(np.zeros(2), x))(np.ones(2))
+    with pytest.raises(TypeError, match="[Cc]annot cast"):
+        grad(lambda x: np.copyto(x, 1j * x))(np.ones(2))
+
+
+def test_full_and_full_like_with_a_node_fill():
+    _same_as_numpy(lambda x, v: np.sum(np.full((2, 4), v) * x), np.ones(4), 1.5)
+    _same_as_numpy(lambda x, v: np.sum(np.full_like(np.ones((2, 4)), v) * x), np.ones(4), 1.5)
+    _same_as_numpy(lambda x: np.sum(np.full((3, 2), x[:2]) ** 2), np.arange(1.0, 4.0))
+
+
+@pytest.mark.parametrize("start", [slice(None), slice(1, None), slice(None, None, 2)])
+def test_as_strided_windows(start):
+    def f(x):
+        y = x[start]
+        s = y.strides[0]
+        windows = as_strided(y, shape=(y.shape[0] - 2, 3), strides=(s, s))
+        return np.sum(windows**2 * np.arange(windows.size).reshape(windows.shape))
+
+    _same_as_numpy(f, np.random.default_rng(4).normal(size=9))
+
+
+def test_as_strided_of_a_node_is_a_read_only_view():
+    def writes(x):
+        w = as_strided(x, shape=(2,), strides=(8,))
+        w[0] = 1.0
+
+    def follows(x):
+        w = as_strided(x, shape=(2, 2), strides=(8, 8))
+        x[1] = 10.0  # the view sees a write to its base, as in NumPy
+        return np.sum(w)
+
+    with pytest.raises(ValueError, match="read-only"):
+        grad(writes)(np.ones(3))
+    value, (g,) = __import__("tape").value_and_grad(follows)(np.ones(3))
+    assert value == follows(np.ones(3)) and g.tolist() == [1.0, 0.0, 1.0]
+    with pytest.raises(ValueError, match="outside the node's elements"):
+        grad(lambda x: np.sum(as_strided(x, shape=(5,), strides=(8,))))(np.ones(3))
+
+
+STRIDED_CASES = [
+    Case(strided_view, lambda data: (data.draw(arrays((6,), -2.0, 2.0)),),
+         fn=lambda x: strided_view(x, (4, 3), (8, 8))),
+    Case(strided_view, lambda data: (data.draw(arrays((3, 4), -2.0, 2.0)),),
+         fn=lambda x: strided_view(x, (2, 2, 2), (32, 8, 16)), name="strided_view 2-d"),
+]  # fmt: skip
+test_strided_view = rule_test(STRIDED_CASES)
+
+
+def _copied_into(x, v):
+    y = x * 1.0
+    np.copyto(y, v, where=np.arange(np.size(y)).reshape(np.shape(y)) % 2 == 0)
+    return y
+
+
+COPYTO_IMPLEMENTED = [
+    Case(np.copyto, lambda data: (data.draw(arrays((2, 3), -2.0, 2.0)),
+                                  data.draw(arrays((3,), -2.0, 2.0))),
+         fn=_copied_into, argnums=(0, 1)),
+]  # fmt: skip
+test_copyto_implementation = implementation_test(COPYTO_IMPLEMENTED)

@@ -9,9 +9,14 @@ special = pytest.importorskip("scipy.special")
 
 from sensitivities import lookup  # noqa: E402
 from sensitivities.special import _logsumexp, log_softmax, logsumexp, polygamma, softmax  # noqa: E402
-from tape import grad  # noqa: E402
-from tests.fd import check_grads  # noqa: E402
-from tests.sensitivities.cases import Case, rule_test, second_order_test  # noqa: E402
+from tape import MissingRuleError, grad, library_code, value_and_grad  # noqa: E402
+from tests.fd import check_grads, numeric_grad  # noqa: E402
+from tests.sensitivities.cases import (  # noqa: E402
+    Case,
+    implementation_test,
+    rule_test,
+    second_order_test,
+)
 from tests.sensitivities.test_elementwise import PHASE, binary, unary  # noqa: E402
 from tests.strategies import SHAPES, arrays, broadcastable  # noqa: E402
 
@@ -268,9 +273,13 @@ def test_logsumexp_does_not_overflow():
     np.testing.assert_allclose(g, [0.5, 0.5, 0.0])
 
 
-def test_scipys_own_python_functions_raise_on_nodes():
-    # the counterparts exist because SciPy converts to ndarrays: check that it still does
-    with pytest.raises(TypeError, match="counterpart tape.scipy.special.logsumexp"):
+def test_scipys_own_python_functions_compute_the_counterparts_on_nodes():
+    # inside grad, SciPy's own function spelled through its module meets the node and
+    # computes the counterpart (tape.conversions); with that off, SciPy still converts
+    # to ndarrays, and the error names the counterpart
+    (g,) = grad(lambda x: special.logsumexp(x))(np.zeros(4))
+    np.testing.assert_allclose(g, np.full(4, 0.25))
+    with library_code(False), pytest.raises(TypeError, match="tape.scipy.special.logsumexp"):
         grad(lambda x: special.logsumexp(x))(np.ones(3))
 
 
@@ -322,3 +331,166 @@ SECOND_ORDER = [
 
 
 test_second_derivatives_match_finite_differences = second_order_test(SECOND_ORDER)
+
+
+# -- ufuncs with several results, and the spherical Bessel functions ---------------------
+
+def _weighted(results):
+    return sum(np.sum(r * (k + 1)) for k, r in enumerate(results))
+
+
+SEVERAL = {
+    "airy": lambda s, x: s.airy(x),
+    "airye": lambda s, x: s.airye(x),
+    "fresnel": lambda s, x: s.fresnel(x),
+    "sici": lambda s, x: s.sici(x),
+    "shichi": lambda s, x: s.shichi(x),
+    "itairy": lambda s, x: s.itairy(x / 2),
+    "iti0k0": lambda s, x: s.iti0k0(x),
+    "it2i0k0": lambda s, x: s.it2i0k0(x),
+    "itj0y0": lambda s, x: s.itj0y0(x),
+    "it2j0y0": lambda s, x: s.it2j0y0(x),
+    "pbdv": lambda s, x: s.pbdv(0.6, x),
+    "pbvv": lambda s, x: s.pbvv(0.6, x),
+    "pbwa": lambda s, x: s.pbwa(0.4, x),
+    "ellipj in u": lambda s, x: s.ellipj(x, 0.3),
+    "ellipj in m": lambda s, x: s.ellipj(1.2, x / 3),
+    "mathieu_cem": lambda s, x: s.mathieu_cem(2, 1.5, 20 * x),
+    "mathieu_sem": lambda s, x: s.mathieu_sem(2, 1.5, 20 * x),
+    "mathieu_modcem1": lambda s, x: s.mathieu_modcem1(2, 1.5, x / 3),
+    "mathieu_modsem2": lambda s, x: s.mathieu_modsem2(2, 1.5, x / 3),
+}
+
+
+@pytest.mark.parametrize("name", list(SEVERAL))
+def test_ufuncs_with_several_results_to_second_order(name):
+    s = pytest.importorskip("scipy.special")
+
+    def f(x):
+        return _weighted(SEVERAL[name](s, x))
+
+    def df(x):
+        return np.sum(grad(f)(x)[0] ** 2)
+
+    x = np.array([0.7, 1.3, 2.1])
+    value, (g,) = value_and_grad(f)(x)
+    assert np.isclose(value, f(x))
+    np.testing.assert_allclose(g, numeric_grad(f, (x,), 0), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(grad(df)(x)[0], numeric_grad(df, (x,), 0), rtol=1e-5, atol=1e-7)
+
+
+def test_several_results_first_order_only_and_without_rules():
+    s = pytest.importorskip("scipy.special")
+    x = np.array([0.2, 0.5])
+
+    def spheroidal(x):
+        return np.sum(s.pro_ang1(1, 2, 1.5, x)[0])
+
+    np.testing.assert_allclose(grad(spheroidal)(x)[0], numeric_grad(spheroidal, (x,), 0), rtol=1e-6)
+    with pytest.raises(MissingRuleError, match="kelvin"):
+        grad(lambda x: np.sum(np.real(s.kelvin(x)[0])))(x)
+    with pytest.raises(MissingRuleError, match="argument 0"):
+        grad(lambda v: np.sum(s.pbdv(v, x)[0]))(0.5)  # the order: no rule
+
+
+@pytest.mark.parametrize("name", ["spherical_jn", "spherical_yn", "spherical_in", "spherical_kn"])
+@pytest.mark.parametrize("derivative", [False, True])
+def test_spherical_bessel_functions(name, derivative):
+    s = pytest.importorskip("scipy.special")
+
+    def f(z):
+        return np.sum(getattr(s, name)(2, z, derivative=derivative) * np.arange(1.0, 4.0))
+
+    def df(z):
+        return np.sum(grad(f)(z)[0] ** 2)
+
+    z = np.array([-0.7, 1.3, 2.1])  # a negative z: SciPy's reflection
+    value, (g,) = value_and_grad(f)(z)
+    assert np.isclose(value, f(z))
+    np.testing.assert_allclose(g, numeric_grad(f, (z,), 0), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(grad(df)(z)[0], numeric_grad(df, (z,), 0), rtol=1e-5, atol=1e-7)
+
+
+def test_incomplete_elliptic_integrals_in_the_parameter():
+    s = pytest.importorskip("scipy.special")
+    phi = np.array([0.3, 1.1])
+    for f in (lambda m: np.sum(s.ellipkinc(phi, m)), lambda m: np.sum(s.ellipeinc(phi, m))):
+        assert grad(f)(0.4)[0] == pytest.approx(numeric_grad(f, (0.4,), 0), rel=1e-7)
+
+
+def _in(low, high, *before):
+    """Arguments ``*before`` then one array drawn in [low, high]."""
+
+    def draw(data):
+        return (*before, *unary(low, high)(data))
+
+    return draw
+
+
+# every result of every ufunc of several results, each against central differences
+_DOMAINS = {
+    "airy": _in(-2.0, 2.0), "airye": _in(0.2, 2.0), "fresnel": _in(-2.0, 2.0),
+    "sici": _in(0.2, 3.0), "shichi": _in(0.2, 2.0), "itairy": _in(0.1, 1.5),
+    "iti0k0": _in(0.2, 2.0), "it2i0k0": _in(0.2, 2.0), "itj0y0": _in(0.2, 3.0),
+    "it2j0y0": _in(0.2, 3.0), "pbdv": _in(-2.0, 2.0, 0.6), "pbvv": _in(-2.0, 2.0, 0.6),
+    "pbwa": _in(-2.0, 2.0, 0.4), "ellipj": _in(-2.0, 2.0), "mathieu_cem": _in(0.0, 90.0, 2, 1.5),
+    "mathieu_sem": _in(5.0, 90.0, 2, 1.5), "mathieu_modcem1": _in(0.1, 1.0, 2, 1.5),
+    "mathieu_modcem2": _in(0.2, 1.0, 2, 1.5), "mathieu_modsem1": _in(0.1, 1.0, 2, 1.5),
+    "mathieu_modsem2": _in(0.2, 1.0, 2, 1.5), "pro_ang1": _in(-0.8, 0.8, 1, 2, 1.5),
+    "obl_ang1": _in(-0.8, 0.8, 1, 2, 1.5), "pro_rad1": _in(1.1, 2.0, 1, 2, 1.5),
+}  # fmt: skip
+
+
+def _several_cases():
+    """A rule case per result, and an implementation case per ufunc (its results summed)."""
+    from sensitivities.special import RESULTS
+
+    rules, implemented = [], []
+    for ufunc, results in RESULTS.items():
+        name = ufunc.__name__
+        base = name.removesuffix("_cv")
+        draw = _DOMAINS[base]
+        if name.endswith("_cv"):
+            cv = (special.pro_cv if base.startswith("pro") else special.obl_cv)(1, 2, 1.5)
+            low, high = (-0.8, 0.8) if "ang" in base else (1.1, 2.0)
+            draw = _in(low, high, 1, 2, 1.5, cv)
+        fixed = (0.3,) if name == "ellipj" else ()  # m, after u
+        argnum = len(draw(_Fixed())) - 1
+        for k, result in enumerate(results):
+            rules.append(Case(result, draw, fn=lambda *a, _r=result, _f=fixed: _r(*a, *_f),
+                              argnums=(argnum,), rtol=1e-4, name=f"{name}[{k}]"))  # fmt: skip
+            if name == "ellipj":
+                rules.append(Case(result, lambda data: (1.2, *unary(0.05, 0.9)(data)),
+                                  argnums=(1,), rtol=1e-4, name=f"ellipj[{k}] in m"))  # fmt: skip
+        implemented.append(Case(
+            ufunc, draw, argnums=(argnum,), rtol=1e-4, name=name,
+            fn=lambda *a, _u=ufunc, _f=fixed: sum(r * (k + 1) for k, r in enumerate(_u(*a, *_f))),
+        ))  # fmt: skip
+    return rules, implemented
+
+
+class _Fixed:
+    """Hypothesis data stand-in: draws an array of one element, for counting arguments."""
+
+    def draw(self, strategy):
+        return np.ones(1)
+
+
+SEVERAL_CASES, IMPLEMENTED_SEVERAL = _several_cases()
+test_several_results = rule_test(SEVERAL_CASES, max_examples=5)
+test_several_results_entered = implementation_test(IMPLEMENTED_SEVERAL, max_examples=5)
+
+
+def _spherical_cases():
+    from scipy.special import _spherical_bessel as b
+
+    cases = []
+    for name in ("jn", "yn", "in", "kn"):
+        for suffix in ("", "_d"):
+            f = getattr(b, f"_spherical_{name}{suffix}")
+            cases.append(Case(f, lambda data: (2, *unary(0.3, 3.0)(data)), argnums=(1,)))
+    return cases
+
+
+SPHERICAL_CASES = _spherical_cases()
+test_spherical_ufuncs = rule_test(SPHERICAL_CASES, max_examples=8)

@@ -19,6 +19,7 @@ from tape import (
     debug,
     detect_anomaly,
     grad,
+    library_code,
     primitive,
     propagate,
     reverse_tape,
@@ -199,7 +200,9 @@ def test_float_int_item_on_nodes():
 
 
 def test_np_asarray_on_nodes():
-    with pytest.raises(NodeConversionError, match="np.stack"):
+    # inside grad np.asarray(node) is the node (tests/tape/test_conversions.py); with the
+    # mechanism off it is the conversion error, which says what to write instead
+    with library_code(False), pytest.raises(NodeConversionError, match="np.stack"):
         grad(lambda x: np.sum(np.asarray(x)))(np.ones(2))
 
 
@@ -222,7 +225,7 @@ def test_setitem_on_a_node():
 
 
 def test_out_argument_of_a_ufunc():
-    with pytest.raises(TypeError, match=r"np\.sin\(\.\.\., out=\.\.\.\).*drop out="):
+    with pytest.raises(TypeError, match=r"sin\(\.\.\., out=a\) writes .* ndarray a.*drop out="):
         grad(lambda x: np.sum(np.sin(x, out=np.empty(2))))(np.ones(2))
 
 
@@ -232,12 +235,12 @@ def test_ndarray_updated_in_place_with_a_node():
         a += x
         return np.sum(a)
 
-    with pytest.raises(TypeError, match=r"np\.add\(\.\.\., out=\.\.\.\).*drop out="):
+    with pytest.raises(TypeError, match=r"add\(\.\.\., out=a\) writes .* ndarray a.*drop out="):
         grad(f)(np.ones(2))
 
 
 def test_out_argument_of_a_numpy_function():
-    with pytest.raises(TypeError, match=r"np\.sum\(\.\.\., out=\.\.\.\).*drop out="):
+    with pytest.raises(TypeError, match=r"sum\(\.\.\., out=a\) writes .* ndarray a.*drop out="):
         grad(lambda x: np.sum(x, out=np.empty(())))(np.ones(2))
 
 
@@ -708,8 +711,8 @@ def test_exact_numbers_bytes_and_memory_of_a_node():
         grad(lambda x: np.sum(x.tobytes() and x))(np.ones(3))
     with pytest.raises(TypeError, match=r"view\(dtype\).*astype"):
         grad(lambda x: np.sum(x.view(np.int64)))(np.ones(3))
-    with pytest.raises(AttributeError, match=r"node\.value\.strides"):
-        grad(lambda x: x.strides and np.sum(x))(np.ones(3))
+    with pytest.raises(AttributeError, match=r"node\.value\.flags"):
+        grad(lambda x: x.flags and np.sum(x))(np.ones(3))
     _still_works()
 
 
