@@ -1328,7 +1328,6 @@ _COUNTERPART_NAMES = ("solve_triangular", "cho_factor", "cho_solve", "expm", "in
 __all__ = [*_COUNTERPART_NAMES, "scipy_counterparts", "scipy_counterpart"] if _sla else []
 
 
-@functools.cache
 def scipy_counterparts() -> dict:
     """SciPy's functions, each to its counterpart here (this imports ``scipy.linalg``)."""
     if _sla is None:

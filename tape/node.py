@@ -521,6 +521,8 @@ class Node(Record):
         kind = kwargs.pop("type", args[1] if len(args) > 1 else None)
         if isinstance(dtype, type) and issubclass(dtype, np.ndarray):
             dtype, kind = None, dtype
+        if isinstance(kind, type) and issubclass(kind, np.ma.MaskedArray):
+            raise TypeError(MASKED_CONVERSION)  # np.ma.array(node) views it as masked
         if (
             (dtype is not None and np.dtype(dtype) != self.dtype)
             or kwargs
@@ -610,6 +612,9 @@ class Node(Record):
     resize = _in_place("resize", "x = np.resize(x, shape)")
 
     def item(self, *args: Any) -> Any:
+        counterpart = scipy_caller(sys._getframe(1))  # a SciPy solver's fun(x).item()
+        if counterpart:
+            raise NodeConversionError(scipy_conversion(*counterpart))
         raise NodeConversionError(
             "node.item() would return a plain number and lose the gradient; index the "
             "node instead (x[()] or x[i]), or take node.value for a constant"

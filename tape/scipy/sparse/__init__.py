@@ -32,7 +32,7 @@ import numpy as np
 from sensitivities.registry import holds_node
 from sensitivities.scipy.sparse import Pattern, SparseArray, from_scipy, is_sparse, sparse_matmul
 
-from .._forward import forward
+from .._forward import forward, listing
 
 __all__ = ["coo_array", "csr_array", "csc_array", "coo_matrix", "csr_matrix", "csc_matrix",
            "linalg"]  # fmt: skip
@@ -141,3 +141,6 @@ def __getattr__(name):
         return importlib.import_module(f"{__name__}.linalg")
     return forward("scipy.sparse")(name)
 
+
+
+__dir__ = listing("scipy.sparse", __all__)
