@@ -21,6 +21,7 @@ import functools
 import importlib
 import inspect
 import sys
+import threading
 import types
 import warnings
 from typing import Any, Callable
@@ -230,18 +231,33 @@ def defer(*modules: str) -> None:
 
 
 def load_deferred() -> bool:
-    """Import the deferred families if SciPy is imported; True if any was imported now.
-    The engine calls it when a function met by a node has no rules."""
+    """Import the deferred families if SciPy is imported; True if they were imported
+    since the caller looked for a rule (by this thread, or by another that this one
+    waited for). The engine calls it when a function met by a node has no rules."""
     if not _deferred or "scipy" not in sys.modules:
         return False
-    modules = list(_deferred)
-    del _deferred[:]
-    for module in modules:
-        importlib.import_module(module)
+    with _loading_lock:
+        if _loading.owned:  # an import inside the families: its rules are on the way
+            return False
+        if not _deferred:
+            return True  # another thread loaded them while this one waited
+        _loading.owned = True
+        try:
+            for module in list(_deferred):
+                importlib.import_module(module)
+            del _deferred[:]  # only now: a thread that comes meanwhile waits above
+        finally:
+            _loading.owned = False
     return True
 
 
+class _Loading(threading.local):
+    owned = False  # this thread is importing the deferred families
+
+
 _deferred: list[str] = []
+_loading = _Loading()
+_loading_lock = threading.RLock()
 
 
 def foreign_operands(recognises: Callable[[Any], bool], handlers: dict) -> None:

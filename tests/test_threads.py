@@ -63,3 +63,42 @@ def test_failures_in_threads_leave_no_state():
         results = list(pool.map(bad, range(12)))
     assert results == [pytest.approx(np.cos(0.5))] * 12
     assert gc.isenabled() and tape.collector._passes == 0
+
+
+def test_threads_that_first_meet_scipy_at_once_find_its_rules():
+    # SciPy's rules load on the first miss, once per process: a fresh process, eight
+    # threads meeting four special functions at the same moment
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = """
+import threading
+import scipy.special as sp
+import tape
+fs = [sp.gammaln, sp.erf, sp.expit, sp.digamma]
+barrier = threading.Barrier(8)
+grads, errors = {}, []
+def work(i):
+    barrier.wait()
+    try:
+        grads[i] = tape.grad(fs[i % 4])(1.5)[0]
+    except Exception as e:
+        errors.append(repr(e))
+threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(errors)
+print(repr([float(grads[i]) for i in range(8)]))
+"""
+    root = Path(__file__).resolve().parent.parent
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120
+    )
+    errors, values = result.stdout.splitlines()[-2:]
+    assert errors == "[]", errors
+    import scipy.special as sp
+
+    want = [sp.digamma(1.5), 2 / np.sqrt(np.pi) * np.exp(-2.25), sp.expit(1.5) * sp.expit(-1.5),
+            sp.polygamma(1, 1.5)]  # fmt: skip
+    np.testing.assert_allclose(eval(values), [want[i % 4] for i in range(8)], rtol=1e-12)
