@@ -65,6 +65,33 @@ def _as_array(x: Any) -> Any:
     return np.stack(list(x)) if (type(x) is list or type(x) is tuple) and holds_node(x) else x
 
 
+def _flattened(args: tuple) -> tuple:
+    """``args`` as a flat tuple of leaves (lists, tuples and dicts opened, at any depth),
+    the form the solution's record takes its parameters in, and the function that puts
+    such leaves back in ``args``' structure for the right-hand side."""
+    leaves: list = []
+
+    def flatten(tree: Any) -> None:
+        if type(tree) is list or type(tree) is tuple:
+            for item in tree:
+                flatten(item)
+        elif type(tree) is dict:
+            for item in tree.values():
+                flatten(item)
+        else:
+            leaves.append(tree)
+
+    def build(tree: Any, it: Any) -> Any:
+        if type(tree) is list or type(tree) is tuple:
+            return type(tree)(build(item, it) for item in tree)
+        if type(tree) is dict:
+            return {key: build(item, it) for key, item in tree.items()}
+        return next(it)
+
+    flatten(args)
+    return tuple(leaves), lambda flat: build(args, iter(flat))
+
+
 def _adjoint_atol(atol: Any) -> Any:
     return atol if np.ndim(atol) == 0 else float(np.min(atol))
 
@@ -83,7 +110,7 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     y0 = _as_array(y0)
     t_eval = _as_array(t_eval)
     args_tuple = () if args is None else (args if isinstance(args, tuple) else tuple(args))
-    if not holds_node((t_span, y0, t_eval, args_tuple)):
+    if not holds_node((t_span, y0, t_eval, _flattened(args_tuple)[0])):
         return _si().solve_ivp(_checked(fun, name), t_span, y0, method=method, t_eval=t_eval,
                                dense_output=dense_output, events=events, vectorized=vectorized,
                                args=args, **options)  # fmt: skip
@@ -95,7 +122,8 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     if adjoint not in ("continuous", "discrete"):
         raise ValueError(f"{name}: adjoint must be 'continuous' or 'discrete', got {adjoint!r}")
     t0, t1 = t_span[0], t_span[1]
-    plain_args = value_of(args_tuple)
+    leaves, structured = _flattened(args_tuple)
+    plain_args = structured(value_of(leaves))
     res = _si().solve_ivp(_checked(fun, name), value_of((t0, t1)), value_of(y0), method=method,
                           t_eval=value_of(t_eval), vectorized=vectorized,
                           args=plain_args or None, **options)  # fmt: skip
@@ -111,10 +139,13 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     if adjoint == "discrete":
         res.y = _replay(fun, method, t0, t1, y0, args_tuple, t_eval, options, res)
     else:
-        problem = OdeProblem(name, fun, adjoint_method or method,
+        def rhs(t, y, *flat):
+            return fun(t, y, *structured(flat))
+
+        problem = OdeProblem(name, rhs, adjoint_method or method,
                              adjoint_rtol or options.get("rtol", 1e-3),
                              _adjoint_atol(adjoint_atol or options.get("atol", 1e-6)))  # fmt: skip
-        res.y = ode_solution(res.y, problem, y0, t0, times, args_tuple, derivatives)
+        res.y = ode_solution(res.y, problem, y0, t0, times, leaves, derivatives)
     res.t = times
     return res
 
@@ -150,21 +181,24 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
     kw = dict(Dfun=Dfun, col_deriv=col_deriv, ml=ml, mu=mu, rtol=rtol, atol=atol, tcrit=tcrit,
               h0=h0, hmax=hmax, hmin=hmin, ixpr=ixpr, mxstep=mxstep, mxhnil=mxhnil,
               mxordn=mxordn, mxords=mxords, printmessg=printmessg, tfirst=tfirst)  # fmt: skip
-    if not holds_node((y0, t, args)):
+    if not holds_node((y0, t, _flattened(args)[0])):
         return _si().odeint(_checked(func, name), y0, t, args=args, full_output=full_output, **kw)
-    Y, info = _si().odeint(_checked(func, name), value_of(y0), value_of(t), args=value_of(args),
+    leaves, structured = _flattened(args)
+    Y, info = _si().odeint(_checked(func, name), value_of(y0), value_of(t),
+                           args=structured(value_of(leaves)),
                            full_output=True, **kw)  # fmt: skip
     if info["message"] != "Integration successful.":
         raise ConvergenceError(f"{name} failed ({info['message']}), so its solution has no "
                                "derivative")  # fmt: skip
 
-    def f(time, y, *p):
+    def f(time, y, *flat):
+        p = structured(flat)
         return func(time, y, *p) if tfirst else func(y, time, *p)
 
     tol = 1.49012e-8
     problem = OdeProblem(name, f, adjoint_method, adjoint_rtol or rtol or tol,
                          _adjoint_atol(adjoint_atol or atol or tol), transposed=True)  # fmt: skip
-    Y = ode_solution(Y, problem, y0, t[0], t, args, derivatives)
+    Y = ode_solution(Y, problem, y0, t[0], t, leaves, derivatives)
     return (Y, info) if full_output else Y
 
 

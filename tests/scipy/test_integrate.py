@@ -225,3 +225,35 @@ def test_a_solver_without_a_counterpart_or_handed_the_node_says_what_fits():
     # not a solver, and Python code that converts with np.asarray: recorded
     (g,) = grad(lambda y: si.simpson(y))(np.ones(5))
     np.testing.assert_allclose(g, np.array([1.0, 4.0, 2.0, 4.0, 1.0]) / 3)
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["tuple in args", "list of tuples in args", "dict in args", "solve_ivp dict"],
+)
+def test_nodes_nested_in_args_at_any_depth(spelling):
+    W0 = np.array([[-0.5, 0.1], [0.0, -0.3]])
+    b0 = np.array([0.1, 0.2])
+    ts = np.linspace(0.0, 1.0, 5)
+    tight = dict(rtol=1e-10, atol=1e-10)
+
+    def loss(W, b):
+        if spelling == "tuple in args":
+            rhs = lambda y, t, wb: wb[0] @ y + wb[1]  # noqa: E731
+            Y = integrate.odeint(rhs, np.ones(2), ts, args=((W, b),), **tight)
+        elif spelling == "list of tuples in args":
+            rhs = lambda y, t, wb: wb[0][0] @ y + wb[0][1]  # noqa: E731
+            Y = integrate.odeint(rhs, np.ones(2), ts, args=([(W, b)],), **tight)
+        elif spelling == "dict in args":
+            rhs = lambda y, t, p: p["W"] @ y + p["b"]  # noqa: E731
+            Y = integrate.odeint(rhs, np.ones(2), ts, args=({"W": W, "b": b},), **tight)
+        else:
+            rhs = lambda t, y, p: p["W"] @ y + p["b"]  # noqa: E731
+            sol = integrate.solve_ivp(rhs, (0.0, 1.0), np.ones(2), args=({"W": W, "b": b},),
+                                      **tight)  # fmt: skip
+            return np.sum(sol.y[:, -1] ** 2)
+        return np.sum(Y[-1] ** 2)
+
+    gW, gb = grad(loss, argnums=(0, 1))(W0, b0)
+    np.testing.assert_allclose(gW, numeric_grad(loss, (W0, b0), 0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gb, numeric_grad(loss, (W0, b0), 1), rtol=1e-5, atol=1e-6)
