@@ -659,6 +659,80 @@ class _Rerun:
             tape.tangents.clear()
 
 
+_STREAMS = (np.random.Generator, np.random.RandomState)
+
+
+def _stream_states(generators: list) -> list:
+    legacy = np.random.get_state()  # noqa: NPY002 (NumPy's global stream)
+    return [legacy] + [
+        g.bit_generator.state if isinstance(g, np.random.Generator) else g.get_state()
+        for g in generators
+    ]
+
+
+def _set_stream_states(generators: list, states: list) -> None:
+    np.random.set_state(states[0])  # noqa: NPY002
+    for g, state in zip(generators, states[1:]):
+        if isinstance(g, np.random.Generator):
+            g.bit_generator.state = state
+        else:
+            g.set_state(state)
+
+
+class _Replayed:
+    """A checkpointed function that draws the same random numbers when it is run again:
+    each later call on the same inputs (a recomputation in the reverse pass, or for a
+    tangent) starts from the random states of the first call, NumPy's global stream and
+    the generators passed to it, and puts them back afterwards, so that the streams stand
+    where the forward pass left them (PyTorch's ``preserve_rng_state``). A recomputed
+    value that differs from the recorded one raises: its derivative would be another's."""
+
+    __slots__ = ("fn", "generators", "states", "inputs", "value")
+
+    def __init__(self, fn: Callable, generators: list) -> None:
+        self.fn, self.generators, self.states = fn, generators, None
+
+    def __call__(self, *xs: Any) -> Any:
+        if self.states is None:  # the forward pass
+            self.states = _stream_states(self.generators)
+            out = self.fn(*xs)
+            self.inputs, self.value = xs, out
+            return out
+        if not (
+            len(xs) == len(self.inputs) and all(map(_same_input, xs, self.inputs))
+        ):
+            return self.fn(*xs)
+        now = _stream_states(self.generators)
+        _set_stream_states(self.generators, self.states)
+        try:
+            out = self.fn(*xs)
+        finally:
+            _set_stream_states(self.generators, now)
+        recorded, again = _plain(self.value), _plain(out)
+        if np.shape(recorded) != np.shape(again) or not np.array_equal(
+            recorded, again, equal_nan=True
+        ):
+            raise RuntimeError(
+                f"checkpoint({getattr(self.fn, '__name__', 'f')}): run again for its "
+                "derivative, the function gave another value than in the forward pass, so "
+                "the derivative would be another function's. Randomness from NumPy's global "
+                "stream and from generators passed as arguments is replayed; pass any other "
+                "generator (one the function closes over) as an argument, and keep the "
+                "function free of other state (time, counters, data it changes)"
+            )
+        return out
+
+
+def _plain(x: Any) -> Any:
+    while isinstance(x, Node):
+        x = x.value
+    return value_of(x)
+
+
+def _same_input(a: Any, b: Any) -> bool:
+    return a is b or _plain(a) is _plain(b)
+
+
 def checkpoint(f: Callable) -> Callable:
     """``f`` recorded as one Branch: its inner records are dropped after the forward pass
     and recomputed from its inputs in the reverse pass (Griewank's trade of time for
@@ -688,7 +762,8 @@ def checkpoint(f: Callable) -> Callable:
         def fn(*xs):
             return f(*tree_unflatten(treedef, list(xs)), **kwargs)
 
-        out = checkpointed(fn, tuple(leaves), _Rerun)
+        generators = [x for x in (*leaves, *kwargs.values()) if isinstance(x, _STREAMS)]
+        out = checkpointed(_Replayed(fn, generators), tuple(leaves), _Rerun)
         if isinstance(out, Node):
             inner = out.value
             if isinstance(inner, Node) and inner.tape is out.tape:

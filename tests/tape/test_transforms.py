@@ -809,3 +809,45 @@ def test_reverse_jacobians_agree_with_forward_ones_batched_or_not(f):
     J = jacobian(f, mode="rev")(x)
     np.testing.assert_allclose(J, jacobian(f, mode="fwd")(x), rtol=1e-12)
     np.testing.assert_allclose(J, numeric_jacobian(f, x), rtol=1e-6, atol=1e-8)
+
+
+def _dropout(x, w, rng=None):
+    keep = (rng.random(x.shape) if rng is not None else np.random.rand(*x.shape)) > 0.5
+    return np.tanh(x * w) * keep / 0.5
+
+
+@pytest.mark.parametrize("stream", ["global", "generator", "random_state"])
+def test_checkpoint_replays_the_random_numbers_of_the_forward_pass(stream):
+    x, w = np.linspace(-1.0, 1.0, 8), 0.7
+
+    def run(wrap):
+        made = {
+            "global": lambda: None,
+            "generator": lambda: np.random.default_rng(3),
+            "random_state": lambda: np.random.RandomState(3),
+        }[stream]
+        np.random.seed(0)
+        rng = made()
+        block = wrap(_dropout)
+        g = grad(lambda x: np.sum(block(x, w, rng) ** 2))(x)[0]
+        after = np.random.rand() if rng is None else rng.random()
+        return g, after
+
+    (plain, after_plain), (checkpointed, after_checkpointed) = run(lambda f: f), run(checkpoint)
+    np.testing.assert_array_equal(checkpointed, plain)  # the same mask, the same gradient
+    assert after_checkpointed == after_plain  # the stream stands where one forward pass left it
+    # and the gradient is the dropout program's, by differences with that mask kept fixed
+    np.random.seed(0)
+    rng = {"global": None, "generator": np.random.default_rng(3),
+           "random_state": np.random.RandomState(3)}[stream]  # fmt: skip
+    keep = (rng.random(x.shape) if rng is not None else np.random.rand(*x.shape)) > 0.5
+    fixed = lambda x: np.sum((np.tanh(x * w) * keep / 0.5) ** 2)  # noqa: E731
+    np.testing.assert_allclose(plain, numeric_grad(fixed, (x,), 0), rtol=1e-6, atol=1e-9)
+
+
+def test_checkpoint_of_a_function_that_draws_from_a_generator_it_closes_over_raises():
+    rng = np.random.default_rng(0)
+    block = checkpoint(lambda x: x * (rng.random(x.shape) > 0.5))
+    with pytest.raises(RuntimeError, match=r"checkpoint.*another value.*as an argument"):
+        grad(lambda x: np.sum(block(x) ** 2))(np.ones(16))
+    assert grad(lambda x: np.sum(x**2))(np.ones(2))[0].tolist() == [2.0, 2.0]
