@@ -812,7 +812,7 @@ def test_reverse_jacobians_agree_with_forward_ones_batched_or_not(f):
 
 
 def _dropout(x, w, rng=None):
-    keep = (rng.random(x.shape) if rng is not None else np.random.rand(*x.shape)) > 0.5
+    keep = (rng.random(x.shape) if rng is not None else np.random.rand(*x.shape)) > 0.5  # noqa: NPY002
     return np.tanh(x * w) * keep / 0.5
 
 
@@ -826,21 +826,21 @@ def test_checkpoint_replays_the_random_numbers_of_the_forward_pass(stream):
             "generator": lambda: np.random.default_rng(3),
             "random_state": lambda: np.random.RandomState(3),
         }[stream]
-        np.random.seed(0)
+        np.random.seed(0)  # noqa: NPY002
         rng = made()
         block = wrap(_dropout)
         g = grad(lambda x: np.sum(block(x, w, rng) ** 2))(x)[0]
-        after = np.random.rand() if rng is None else rng.random()
+        after = np.random.rand() if rng is None else rng.random()  # noqa: NPY002
         return g, after
 
     (plain, after_plain), (checkpointed, after_checkpointed) = run(lambda f: f), run(checkpoint)
     np.testing.assert_array_equal(checkpointed, plain)  # the same mask, the same gradient
     assert after_checkpointed == after_plain  # the stream stands where one forward pass left it
     # and the gradient is the dropout program's, by differences with that mask kept fixed
-    np.random.seed(0)
+    np.random.seed(0)  # noqa: NPY002
     rng = {"global": None, "generator": np.random.default_rng(3),
            "random_state": np.random.RandomState(3)}[stream]  # fmt: skip
-    keep = (rng.random(x.shape) if rng is not None else np.random.rand(*x.shape)) > 0.5
+    keep = (rng.random(x.shape) if rng is not None else np.random.rand(*x.shape)) > 0.5  # noqa: NPY002
     fixed = lambda x: np.sum((np.tanh(x * w) * keep / 0.5) ** 2)  # noqa: E731
     np.testing.assert_allclose(plain, numeric_grad(fixed, (x,), 0), rtol=1e-6, atol=1e-9)
 
