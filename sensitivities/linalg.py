@@ -123,11 +123,31 @@ def _fold(h, lower=True):
     return (h + _mH(h)) / 2
 
 
-def _inverse_gaps(w):
-    """``F[..., i, j] = 1 / (w_j - w_i)``, zero on the diagonal and where ``w`` is degenerate."""
+def _over_gaps(x, w):
+    """``x[..., i, j] / (w_j - w_i)`` off the diagonal, zero on it. Where ``w_i == w_j``
+    (a repeated eigenvalue or singular value) the vectors have no derivative, and a loss
+    that reads them there (``x_ij`` or ``x_ji`` not zero) has no gradient this rule can
+    know: NaN, as PyTorch's, rather than a finite wrong number (a spectral function
+    computed through eigh needs its divided differences, which a rule seen from eigh
+    cannot know). A loss of the values alone gets its exact gradient."""
     d = w[..., None, :] - w[..., :, None]
     same = np.equal(d, 0)
-    return np.where(same, 0.0, 1.0 / np.where(same, 1.0, d))
+    quotient = np.where(same, 0.0, x / np.where(same, 1.0, d))
+    return quotient + _undefined(same, x)
+
+
+def _repeated(w):
+    return np.equal(w[..., None, :], w[..., :, None])
+
+
+def _undefined(same, *couplings):
+    """NaN where ``same`` pairs two distinct positions that one of ``couplings`` (matrices
+    of the vectors' adjoints) couples, zero elsewhere."""
+    off_diagonal = ~np.eye(np.shape(same)[-1], dtype=bool)
+    read = np.zeros(np.shape(same), dtype=bool)
+    for c in couplings:
+        read = read | np.not_equal(c, 0) | np.not_equal(_mT(c), 0)
+    return np.where(same & off_diagonal & read, np.nan, 0.0)
 
 
 def _real_only(name, *xs):
@@ -642,7 +662,7 @@ def _eigh_adjoint(w, v, wbar, vbar, uplo):
     w, wbar = np.real(w), np.real(wbar)  # real eigenvalues, even packed beside complex V
     inner = _diag_embed(wbar)
     if vbar is not None:
-        inner = inner + _inverse_gaps(w) * np.matmul(_mT(v), vbar)
+        inner = inner + _over_gaps(np.matmul(_mT(v), vbar), w)
     return _fold(np.matmul(_conj(v), np.matmul(inner, _mT(v))), lower=uplo.upper() == "L")
 
 
@@ -691,7 +711,9 @@ def _eig_adjoint(a, w, v, wbar, vbar):
         g = np.matmul(vt, vbar)
         gram = _mT(np.matmul(_mH(v), v))
         correction = gram * np.expand_dims(np.real(_diagonal(g)), -2)
-        inner = inner + _inverse_gaps(w) * (g - correction)
+        # V is not even unique where w repeats (V V^-1 cancels the adjoint of V): NaN
+        # there whenever the vectors are read, as PyTorch's
+        inner = inner + _over_gaps(g - correction, w) + _undefined(_repeated(w), np.ones_like(g))
     abar = np.linalg.solve(vt, np.matmul(inner, vt))
     return abar if np.iscomplexobj(a) else np.real(abar)
 
@@ -738,10 +760,13 @@ def _svd_adjoint(u, s, vh, ubar, sbar, vhbar):
     s = np.real(s)  # real singular values, even packed beside complex U and V
     gu, gvh = _conj(ubar), _conj(vhbar)
     v, gv = _mH(vh), _mH(gvh)
-    f = _inverse_gaps(s * s)
     uu, vv = np.matmul(_mH(u), gu), np.matmul(vh, gv)
-    inner = (f * (uu - _mH(uu))) * np.expand_dims(s, -2) + _diag_embed(np.real(sbar))
+    gaps = s[..., None, :] ** 2 - s[..., :, None] ** 2
+    same = np.equal(gaps, 0)
+    f = np.where(same, 0.0, 1.0 / np.where(same, 1.0, gaps))
+    inner = (f * (uu - _mH(uu))) * np.expand_dims(s, -2) + _undefined(same, uu, vv)
     inner = inner + np.expand_dims(s, -1) * (f * (vv - _mH(vv)))
+    inner = inner + _diag_embed(np.real(sbar))
     if np.iscomplexobj(uu):
         inner = inner + _diag_embed(1j * np.imag(_diagonal(uu)) / s)
     g = np.matmul(u, np.matmul(inner, vh))

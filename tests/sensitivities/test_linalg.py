@@ -981,3 +981,40 @@ def test_polydiv_values_are_numpys(u, v):
         g = getattr(g, "value", g)  # a quotient of zeros is a constant
         assert g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+
+
+def test_repeated_eigenvalues_and_singular_values_never_give_a_finite_wrong_gradient():
+    # the vectors have no derivative where values repeat: a loss that reads them gets NaN
+    # (the true gradient of sqrtm at 4I is C / 4, of U S V^T at I is C; the coupling terms
+    # that carry their off-diagonal parts cannot be known from the vectors' adjoints)
+    C = np.array([[1.0, 2.0], [-3.0, 0.5]])
+
+    def sqrtm_through_eigh(a):
+        w, v = np.linalg.eigh(a)
+        return np.sum(C * (v @ np.diag(np.sqrt(w)) @ v.T))
+
+    def usv(a):
+        u, s, vt = np.linalg.svd(a)
+        return np.sum(C * (u @ np.diag(s) @ vt))
+
+    def through_eig(a):
+        w, v = np.linalg.eig(a)
+        return np.sum(C * np.real(v @ np.diag(w) @ np.linalg.inv(v)))
+
+    with np.errstate(invalid="ignore"):
+        cases = ((sqrtm_through_eigh, 4 * np.eye(2)), (usv, np.eye(2)), (through_eig, np.eye(2)))
+        for f, at in cases:
+            g = grad(f)(at)[0]
+            assert np.all(np.isnan(g)), (f.__name__, g)  # not a finite wrong number
+    # away from the repeated values, the same losses are exact
+    a = np.array([[2.0, 0.3], [0.3, 1.0]])
+    sym = lambda f: lambda b: f((b + b.T) / 2)  # noqa: E731  (eigh reads one triangle)
+    for f in (sqrtm_through_eigh, usv):
+        np.testing.assert_allclose(grad(sym(f))(a)[0], numeric_grad(sym(f), (a,), 0), atol=1e-7)
+    # losses of the values alone keep their exact gradient where values repeat
+    np.testing.assert_allclose(
+        grad(lambda a: np.sum(np.linalg.eigh(a)[0] ** 2))(4 * np.eye(2))[0], 8 * np.eye(2)
+    )
+    np.testing.assert_allclose(
+        grad(lambda a: np.sum(np.linalg.svd(a)[1] ** 3))(np.eye(3))[0], 3 * np.eye(3)
+    )
