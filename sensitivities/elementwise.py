@@ -49,6 +49,13 @@ def _real(ybar):
     return np.real(ybar) if np.iscomplexobj(ybar) else ybar
 
 
+def _div(a, b):
+    """``a / b`` by NumPy's rules: a rule may be handed two Python floats (an input of
+    ``grad`` and the seed 1.0), whose ``/`` raises ZeroDivisionError where NumPy gives an
+    infinity or NaN with its warning."""
+    return np.true_divide(a, b)
+
+
 def _safe(x, bad, value=1.0):
     """``x`` with ``value`` where ``bad``: keeps a formula finite at a point it excludes."""
     return np.where(bad, value, x)
@@ -62,7 +69,7 @@ sensitivity(np.subtract, 0)(lambda y, ybar, a, b, **kw: ybar)
 sensitivity(np.subtract, 1)(lambda y, ybar, a, b, **kw: -ybar)
 sensitivity(np.multiply, 0)(lambda y, ybar, a, b, **kw: ybar * b)
 sensitivity(np.multiply, 1)(lambda y, ybar, a, b, **kw: ybar * a)
-sensitivity(np.true_divide, 0)(lambda y, ybar, a, b, **kw: ybar / b)
+sensitivity(np.true_divide, 0)(lambda y, ybar, a, b, **kw: _div(ybar, b))
 sensitivity(np.true_divide, 1)(lambda y, ybar, a, b, **kw: -ybar * y / b)
 sensitivity(np.negative, 0)(lambda y, ybar, x, **kw: -ybar)
 sensitivity(np.positive, 0)(lambda y, ybar, x, **kw: ybar)
@@ -71,7 +78,7 @@ sensitivity(np.reciprocal, 0)(lambda y, ybar, x, **kw: -ybar * y * y)
 sensitivity(np.remainder, 0)(lambda y, ybar, a, b, **kw: ybar)
 sensitivity(np.remainder, 1)(lambda y, ybar, a, b, **kw: -ybar * np.floor_divide(a, b))
 sensitivity(np.fmod, 0)(lambda y, ybar, a, b, **kw: ybar)
-sensitivity(np.fmod, 1)(lambda y, ybar, a, b, **kw: -ybar * np.trunc(a / b))
+sensitivity(np.fmod, 1)(lambda y, ybar, a, b, **kw: -ybar * np.trunc(_div(a, b)))
 # 2**e made from y keeps float32 data float32 (np.exp2 of integers gives float64)
 sensitivity(np.ldexp, 0)(lambda y, ybar, x, e, **kw: ybar * np.ldexp(np.ones_like(y), e))
 # nextafter(x, y) moves x by one unit in the last place: a shift that carries no gradient
@@ -142,10 +149,10 @@ sensitivity(np.fmin, 1)(lambda y, ybar, a, b, **kw: _past_nan(_share(ybar, a, b)
 sensitivity(np.exp, 0)(lambda y, ybar, x, **kw: ybar * y)
 sensitivity(np.exp2, 0)(lambda y, ybar, x, **kw: ybar * y * _LN2)
 sensitivity(np.expm1, 0)(lambda y, ybar, x, **kw: ybar * (y + 1))
-sensitivity(np.log, 0)(lambda y, ybar, x, **kw: ybar / x)
-sensitivity(np.log2, 0)(lambda y, ybar, x, **kw: ybar / (x * _LN2))
-sensitivity(np.log10, 0)(lambda y, ybar, x, **kw: ybar / (x * _LN10))
-sensitivity(np.log1p, 0)(lambda y, ybar, x, **kw: ybar / (x + 1))
+sensitivity(np.log, 0)(lambda y, ybar, x, **kw: _div(ybar, x))
+sensitivity(np.log2, 0)(lambda y, ybar, x, **kw: _div(ybar, x * _LN2))
+sensitivity(np.log10, 0)(lambda y, ybar, x, **kw: _div(ybar, x * _LN10))
+sensitivity(np.log1p, 0)(lambda y, ybar, x, **kw: _div(ybar, x + 1))
 sensitivity(np.sqrt, 0)(lambda y, ybar, x, **kw: ybar / (2 * y))
 sensitivity(np.cbrt, 0)(lambda y, ybar, x, **kw: ybar / (3 * y * y))
 # d/da log(e^a + e^b) = e^(a - y): bounded by 1, so it never overflows
@@ -169,9 +176,9 @@ sensitivity(np.arcsinh, 0)(lambda y, ybar, x, **kw: ybar / np.sqrt(x * x + 1))
 # sqrt(x - 1) sqrt(x + 1), not sqrt(x*x - 1): the same for real x > 1, and the right
 # branch for complex x
 sensitivity(np.arccosh, 0)(lambda y, ybar, x, **kw: ybar / (np.sqrt(x - 1) * np.sqrt(x + 1)))
-sensitivity(np.arctanh, 0)(lambda y, ybar, x, **kw: ybar / (1 - x * x))
-sensitivity(np.arctan2, 0)(lambda y, ybar, a, b, **kw: ybar * b / (a * a + b * b))
-sensitivity(np.arctan2, 1)(lambda y, ybar, a, b, **kw: -ybar * a / (a * a + b * b))
+sensitivity(np.arctanh, 0)(lambda y, ybar, x, **kw: _div(ybar, 1 - x * x))
+sensitivity(np.arctan2, 0)(lambda y, ybar, a, b, **kw: _div(ybar * b, a * a + b * b))
+sensitivity(np.arctan2, 1)(lambda y, ybar, a, b, **kw: _div(-ybar * a, a * a + b * b))
 # at the origin the subgradient 0, as for np.linalg.norm (a / y would be 0 / 0)
 sensitivity(np.hypot, 0)(lambda y, ybar, a, b, **kw: ybar * a / np.where(np.equal(y, 0), 1.0, y))
 sensitivity(np.hypot, 1)(lambda y, ybar, a, b, **kw: ybar * b / np.where(np.equal(y, 0), 1.0, y))

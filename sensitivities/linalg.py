@@ -65,7 +65,14 @@ import numpy as np
 
 from .batching import run_batched_form
 from .reductions import broadcast_to
-from .registry import implementation, nondifferentiable, preprocess, primitive, sensitivity
+from .registry import (
+    implementation,
+    nondifferentiable,
+    preprocess,
+    primitive,
+    sensitivity,
+    value_of,
+)
 
 
 class _ScipyLinalg:
@@ -553,10 +560,55 @@ def _(y, ybar, a):
     return -np.matmul(yT, np.matmul(ybar, yT))
 
 
+def _others_product(s):
+    """``prod_{j != i} s_j`` along the last axis, by products from either side: no
+    division, so exact where an ``s_i`` is zero."""
+    ones = np.ones_like(s[..., :1])
+    left = np.cumprod(np.concatenate([ones, s[..., :-1]], axis=-1), axis=-1)
+    right = np.cumprod(np.concatenate([ones, np.flip(s[..., 1:], -1)], axis=-1), axis=-1)
+    return left * np.flip(right, -1)
+
+
+# Above this condition number the inverse leaves fewer than half the digits of det a^-T
+_ILL_CONDITIONED = 1e8
+
+
+def _inverse_if_well_conditioned(a):
+    """The inverse of every matrix of ``a`` (a plain array), or None where one is singular
+    or too near it for ``det a^-T`` to be accurate."""
+    if np.shape(a)[-1] == 0:
+        return np.linalg.inv(a)
+    with np.errstate(all="ignore"):
+        try:
+            inverse = np.linalg.inv(a)
+        except np.linalg.LinAlgError:
+            return None
+        cond = np.linalg.norm(a, axis=(-2, -1)) * np.linalg.norm(inverse, axis=(-2, -1))
+    return inverse if np.all(cond < _ILL_CONDITIONED) else None
+
+
+def _cofactors(a, inv=np.linalg.inv):
+    """The matrix of cofactors of ``a``, ``adj(a)^T``: the derivative of ``det a``.
+
+    ``det(a) a^-T`` where every matrix is well conditioned; else from the SVD
+    ``a = U diag(s) Vh``, as ``det(U) det(Vh) conj(U) diag(prod_{j != i} s_j) conj(Vh)``,
+    exact and finite at a singular matrix too (zero where the rank is below n - 1)."""
+    plain = value_of(a)
+    inverse = _inverse_if_well_conditioned(plain)
+    if inverse is not None:
+        inverse = inverse if plain is a else inv(a)  # recorded where a is a node
+        return np.expand_dims(np.linalg.det(a), (-2, -1)) * _mT(inverse)
+    u, s, vh = np.linalg.svd(a)
+    phase = np.linalg.det(u) * np.linalg.det(vh)  # +-1 for a real a: a constant
+    if not np.iscomplexobj(plain):
+        phase = value_of(phase)
+    scaled = _conj(u) * np.expand_dims(_others_product(s), -2)
+    return np.expand_dims(phase, (-2, -1)) * np.matmul(scaled, _conj(vh))
+
+
 @sensitivity(np.linalg.det, 0)
 def _(y, ybar, a):
-    scale = np.expand_dims(ybar * y, (-2, -1))
-    return scale * _mT(np.linalg.inv(a))
+    return np.expand_dims(ybar, (-2, -1)) * _cofactors(a)
 
 
 @preprocess(np.linalg.solve)
@@ -907,7 +959,15 @@ def _(y, ybar, a):
     scale = np.real(ybar[..., 1])
     if np.iscomplexobj(a):
         scale = scale + 1j * np.imag(ybar[..., 0] * y[..., 0])
-    return np.expand_dims(scale, (-2, -1)) * _mT(np.linalg.inv(a))
+    scale = np.expand_dims(scale, (-2, -1))
+    if _inverse_if_well_conditioned(value_of(a)) is not None:
+        return scale * _mT(np.linalg.inv(a))
+    # a^-T = adj(a)^T / det a: infinite or NaN at a singular a, as JAX's; nothing where the
+    # loss reads only the sign, which is constant
+    det = np.expand_dims(np.linalg.det(a), (-2, -1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        weight = np.where(np.equal(scale, 0), 0.0, np.true_divide(scale, det))
+    return weight * _cofactors(a)
 
 
 @implementation(np.linalg.slogdet)
@@ -1226,7 +1286,7 @@ if _sla is not None:
 
     @sensitivity(det, 0)
     def _(y, ybar, a, *args, **kwargs):
-        return np.expand_dims(ybar * y, (-2, -1)) * _mT(inv(a))
+        return np.expand_dims(ybar, (-2, -1)) * _cofactors(a, inv)
 
     @primitive
     def cholesky(a, lower=False, overwrite_a=False, check_finite=True):

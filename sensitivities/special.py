@@ -73,6 +73,11 @@ _LN10 = math.log(10.0)
 _DEG = math.pi / 180.0
 
 
+# a / b by NumPy's rules: two Python floats (an input of grad and the seed 1.0) would
+# raise ZeroDivisionError where NumPy gives an infinity or NaN with its warning
+_div = np.true_divide
+
+
 def _needs_scipy():
     if special is None:
         raise ImportError("this function needs SciPy: pip install scipy")
@@ -279,7 +284,7 @@ def _register():
 
     # the logistic function
     unary(s.expit, lambda y, g, x: g * y * (1 - y))
-    unary(s.logit, lambda y, g, x: g / (x * (1 - x)))
+    unary(s.logit, lambda y, g, x: _div(g, x * (1 - x)))
     unary(s.log_expit, lambda y, g, x: g * s.expit(-x))
 
     # x log y and relative entropies; x == 0 makes them 0 whatever y is, so also their
@@ -292,11 +297,11 @@ def _register():
            lambda y, g, a, b: g * _ratio_or_zero(a, 1 + b))  # fmt: skip
     unary(s.entr, lambda y, g, x: -g * (np.log(x) + 1))
     binary(s.rel_entr,
-           lambda y, g, a, b: g * (np.log(a / b) + 1),
-           lambda y, g, a, b: -g * a / b)  # fmt: skip
+           lambda y, g, a, b: g * (np.log(_div(a, b)) + 1),
+           lambda y, g, a, b: _div(-g * a, b))  # fmt: skip
     binary(s.kl_div,
-           lambda y, g, a, b: g * np.log(a / b),
-           lambda y, g, a, b: g * (1 - a / b))  # fmt: skip
+           lambda y, g, a, b: g * np.log(_div(a, b)),
+           lambda y, g, a, b: g * (1 - _div(a, b)))  # fmt: skip
 
     def inside(d, r):
         return np.less_equal(np.abs(r), d)
@@ -306,7 +311,7 @@ def _register():
            lambda y, g, d, r: g * np.where(inside(d, r), r, d * np.sign(r)))  # fmt: skip
 
     def pseudo_huber_root(d, r):
-        return np.sqrt(1 + (r / d) ** 2)
+        return np.sqrt(1 + _div(r, d) ** 2)
 
     binary(s.pseudo_huber,
            lambda y, g, d, r: g * (2 * y - r * r / pseudo_huber_root(d, r)) / d,
@@ -354,7 +359,7 @@ def _register():
     binary(s.stdtr, None,
            lambda y, g, df, t: g * np.exp(s.gammaln((df + 1) / 2) - s.gammaln(df / 2)
                                           - 0.5 * np.log(df * math.pi)
-                                          - (df + 1) / 2 * np.log1p(t * t / df)))  # fmt: skip
+                                          - (df + 1) / 2 * np.log1p(_div(t * t, df))))  # fmt: skip
     binary(s.chdtr, None,
            lambda y, g, v, x: g * np.exp((v / 2 - 1) * np.log(x) - x / 2 - v / 2 * _LN2
                                          - s.gammaln(v / 2)))  # fmt: skip
@@ -381,7 +386,7 @@ def _register():
 
     # SciPy's own elementary functions and trigonometry in degrees
     unary(s.expm1, lambda y, g, x: g * (y + 1))
-    unary(s.log1p, lambda y, g, x: g / (x + 1))
+    unary(s.log1p, lambda y, g, x: _div(g, x + 1))
     unary(s.cbrt, lambda y, g, x: g / (3 * y * y))
     unary(s.exp2, lambda y, g, x: g * y * _LN2)
     unary(s.exp10, lambda y, g, x: g * y * _LN10)
@@ -475,11 +480,11 @@ def _register():
     # hypergeometric functions, in their argument
     @sensitivity(s.hyp2f1, 3)
     def _(y, g, a, b, c, z, **kw):
-        return g * a * b / c * s.hyp2f1(a + 1, b + 1, c + 1, z)
+        return _div(g * a * b, c) * s.hyp2f1(a + 1, b + 1, c + 1, z)
 
     @sensitivity(s.hyp1f1, 2)
     def _(y, g, a, b, x, **kw):
-        return g * a / b * s.hyp1f1(a + 1, b + 1, x)
+        return _div(g * a, b) * s.hyp1f1(a + 1, b + 1, x)
 
     @sensitivity(s.hyperu, 2)
     def _(y, g, a, b, x, **kw):

@@ -488,3 +488,68 @@ def test_i0_derivative_is_i1():
     x = np.array([-9.5, -2.0, 0.0, 0.7, 8.0, 15.0])
     (g,) = grad(lambda x: np.sum(np.i0(x)))(x)
     np.testing.assert_allclose(g, i1(x), rtol=1e-12, atol=1e-15)
+
+
+# -- rules handed Python floats: NumPy's infinities and warnings, never ZeroDivisionError ----
+
+_SINGULAR_POINTS = [
+    (np.log, 0.0), (np.log2, 0.0), (np.log10, 0.0), (np.log1p, -1.0),
+    (np.arctanh, 1.0), (np.arctanh, -1.0), (np.arcsin, 1.0), (np.arccos, -1.0),
+    (np.sqrt, 0.0), (np.cbrt, 0.0), (np.reciprocal, 0.0), (np.arccosh, 1.0),
+    (lambda x: x**-2.0, 0.0), (lambda x: x**-1, 0.0), (lambda x: np.float_power(x, -3.0), 0.0),
+    (lambda x: 1.0 / x, 0.0), (lambda x: x / 0.0, 1.0), (lambda x: np.arctan2(x, 0.0), 0.0),
+    (lambda x: np.fmod(1.0, x), 0.0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("f, x", _SINGULAR_POINTS)
+def test_a_python_float_at_a_singular_point_gives_numpys_value_and_warning(f, x):
+    # NumPy's float64 at the same point is the reference: its infinities, NaNs and warnings
+    with np.errstate(all="ignore"):
+        (expected,) = grad(f)(np.float64(x))
+    with pytest.warns(RuntimeWarning):
+        (got,) = grad(f)(x)
+    assert type(got) is float
+    np.testing.assert_equal(got, expected)
+    assert not np.isfinite(got)
+
+
+def test_a_quotient_of_python_floats_by_zero_has_numpys_gradient():
+    with pytest.warns(RuntimeWarning):
+        gx, gy = grad(lambda x, y: x / y, argnums=(0, 1))(1.0, 0.0)
+    assert (gx, gy) == (np.inf, -np.inf)
+    with pytest.warns(RuntimeWarning):
+        gx, gy = grad(lambda x, y: x / y, argnums=(0, 1))(0.0, 0.0)
+    assert gx == np.inf and np.isnan(gy)
+
+
+def test_no_ufunc_rule_raises_on_python_floats():
+    # every rule of every ufunc (NumPy's, and SciPy's where installed), handed Python floats
+    # and the seed 1.0 at the points where derivatives divide by zero
+    import itertools
+    import warnings
+
+    from sensitivities import registry
+
+    pytest.importorskip("scipy.special")
+    registry.load_deferred()
+    points = (0.0, 1.0, -1.0)
+    for f, rules in list(registry._registry.items()):
+        if not isinstance(f, np.ufunc) or f.nin > 3:
+            continue
+        for argnum, rule in rules.plain.items():
+            for args in itertools.product(points, repeat=f.nin):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    try:
+                        y = f(*args)
+                    except (TypeError, ValueError, ZeroDivisionError):
+                        continue  # no loop for these inputs: nothing to differentiate
+                    if isinstance(y, tuple):
+                        continue
+                    try:
+                        rule(y, 1.0, *args)
+                    except (ZeroDivisionError, OverflowError) as error:
+                        raise AssertionError(f"{f.__name__} argument {argnum} at {args}") from error
+                    except (TypeError, ValueError):
+                        pass  # a rule that needs keywords or arrays: not this test's concern

@@ -1018,3 +1018,77 @@ def test_repeated_eigenvalues_and_singular_values_never_give_a_finite_wrong_grad
     np.testing.assert_allclose(
         grad(lambda a: np.sum(np.linalg.svd(a)[1] ** 3))(np.eye(3))[0], 3 * np.eye(3)
     )
+
+# -- det at singular matrices: the gradient is the matrix of cofactors, adj(a)^T -----------
+
+
+def _cofactor_matrix(a):
+    """adj(a)^T entry by entry, from the minors: the analytic reference."""
+    n = a.shape[-1]
+    c = np.zeros_like(a)
+    for i in range(n):
+        for j in range(n):
+            minor = np.delete(np.delete(a, i, 0), j, 1)
+            c[i, j] = (-1) ** (i + j) * np.linalg.det(minor)
+    return c
+
+
+_rng = np.random.default_rng(24)
+SINGULAR = [
+    np.array([[1.0, 2.0], [2.0, 4.0]]),  # rank n - 1
+    np.outer([1.0, 2.0, 3.0], [4.0, -5.0, 6.0]),  # rank n - 2: cofactors all zero
+    np.zeros((3, 3)),
+    np.array([[0.0]]),
+    _rng.standard_normal((4, 3)) @ _rng.standard_normal((3, 4)),  # rank n - 1
+    np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]]),
+]
+
+
+@pytest.mark.parametrize("a", SINGULAR, ids=lambda a: f"{a.shape[0]}x{a.shape[0]}")
+def test_det_gradient_at_a_singular_matrix_is_the_adjugate(a):
+    (g,) = grad(np.linalg.det)(a)
+    np.testing.assert_allclose(g, _cofactor_matrix(a), atol=1e-12)
+    np.testing.assert_allclose(g, numeric_grad(np.linalg.det, (a,), 0), atol=1e-8)
+
+
+def test_det_gradient_of_a_stack_with_singular_and_regular_matrices():
+    a = np.stack([SINGULAR[0], 3.0 * np.eye(2), np.zeros((2, 2))])
+    w = np.array([1.0, 2.0, -1.0])
+    (g,) = grad(lambda a: np.sum(np.linalg.det(a) * w))(a)
+    expected = w[:, None, None] * np.stack([_cofactor_matrix(m) for m in a])
+    np.testing.assert_allclose(g, expected, atol=1e-12)
+
+
+def test_det_at_a_singular_matrix_complex_forward_mode_and_second_order():
+    from tape import hessian, jvp
+
+    a = np.array([[1.0 + 1.0j, 2.0], [1.0 + 1.0j, 2.0]])
+    loss = lambda a: np.real(np.linalg.det(a) * (0.3 - 0.7j))  # noqa: E731
+    np.testing.assert_allclose(grad(loss)(a)[0], numeric_grad(loss, (a,), 0), atol=1e-8)
+    s = SINGULAR[0]
+    direction = np.array([[0.5, -1.0], [2.0, 0.25]])
+    _, tangent = jvp(np.linalg.det, (s,), (direction,))
+    np.testing.assert_allclose(tangent, np.sum(_cofactor_matrix(s) * direction), atol=1e-12)
+    # d2 det / da2 of a 2x2 matrix is constant: ad - bc
+    expected = np.zeros((4, 4))
+    expected[0, 3] = expected[3, 0] = 1.0
+    expected[1, 2] = expected[2, 1] = -1.0
+    np.testing.assert_allclose(hessian(np.linalg.det)(s).reshape(4, 4), expected, atol=1e-12)
+
+
+def test_scipy_det_gradient_at_a_singular_matrix_is_the_adjugate():
+    pytest.importorskip("scipy.linalg")
+    a = SINGULAR[4]
+    (g,) = grad(linalg.det)(a)
+    np.testing.assert_allclose(g, _cofactor_matrix(a), atol=1e-12)
+
+
+def test_slogdet_at_a_singular_matrix():
+    a = SINGULAR[0]
+    # log|det| has no finite derivative there: infinities, as adj(a)^T / det a (JAX's too)
+    (g,) = grad(lambda a: np.linalg.slogdet(a)[1])(a)
+    assert not np.any(np.isfinite(g))
+    np.testing.assert_array_equal(np.sign(g), np.sign(_cofactor_matrix(a)))
+    # the sign is constant: zero, not NaN
+    (g,) = grad(lambda a: np.linalg.slogdet(a)[0])(a)
+    np.testing.assert_array_equal(g, np.zeros((2, 2)))
