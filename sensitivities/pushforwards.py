@@ -19,7 +19,7 @@ import numpy as np
 from .batching import advanced_axes_first
 from .linalg import tensordot_axes
 from .registry import lookup, pushforward
-from .shape import astype, scatter_add
+from .shape import astype, cast, scatter_add
 
 _NO_VALUE = np._NoValue
 
@@ -320,7 +320,7 @@ def _(y, xdot, x, k=0):
     return np.tril(xdot, k) if np.ndim(x) >= 2 else NotImplemented
 
 
-@pushforward(astype, 0)
+@pushforward(cast, 0)
 def _(y, xdot, x, dtype):
     if not np.iscomplexobj(y) and np.iscomplexobj(xdot):
         xdot = np.real(xdot)

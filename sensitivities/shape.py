@@ -29,15 +29,51 @@ from .batching import batching
 from .registry import implementation, nondifferentiable, primitive, sensitivity, value_of
 
 
-@primitive
-def astype(x, dtype):
-    """``x`` cast to ``dtype``; the function ``Node.astype`` records."""
+def astype(x, dtype, **kwargs):
+    """``x`` cast to ``dtype``, what ``x.astype(dtype)`` and ``np.astype`` do on a node.
+
+    A cast to a float or complex dtype is recorded (``cast``) and carries the gradient. A
+    cast to any other kind (integers, booleans) is piecewise constant: its derivative is
+    zero, and its result a plain array (``discrete_cast``), which can index.
+
+    >>> import numpy as np
+    >>> from tape import grad
+    >>> table = np.array([10.0, 20.0, 30.0])
+    >>> grad(lambda x: np.sum(table[(2 * x).astype(int)] * x))(np.array([0.2, 0.6, 1.3]))
+    (array([10., 20., 30.]),)
+    """
+    if kwargs:  # NumPy's own checks of casting=, copy=, order= on the plain value
+        _cast_value(value_of(x), dtype, **kwargs)
+    if np.dtype(dtype).kind in "fc":
+        return cast(x, dtype)
+    return discrete_cast(x, dtype)
+
+
+def _cast_value(x, dtype, **kwargs):
     if hasattr(x, "astype"):
-        return x.astype(dtype)
+        return x.astype(dtype, **kwargs)
     return np.dtype(dtype).type(x)
 
 
-@sensitivity(astype, 0)
+@primitive
+def cast(x, dtype):
+    """``x`` cast to ``dtype`` (a float or complex one): the record of a differentiable
+    cast, whose adjoint is cast back to ``x``'s dtype."""
+    return _cast_value(x, dtype)
+
+
+@primitive
+def discrete_cast(x, dtype):
+    """``x`` cast to an integer, boolean or other dtype that carries no gradient: on a
+    node, a plain array."""
+    return _cast_value(x, dtype)
+
+
+nondifferentiable(discrete_cast)
+implementation(astype)(astype)  # met by a node (x.astype(...)), it records one of the above
+
+
+@sensitivity(cast, 0)
 def _(y, ybar, x, dtype):
     target = np.result_type(x)
     if target.kind != "c" and np.iscomplexobj(ybar):

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from sensitivities.shape import (
     astype,
+    cast,
     filled_like,
     pad_copies,
     scatter_add,
@@ -332,7 +333,7 @@ CASES = [
     Case(np.diag, diag_draw),
     Case(np.take, take_draw, fn=lambda x, i, axis, mode: np.take(x, i, axis=axis, mode=mode)),
     Case(np.choose, choose_draw, fn=chosen, argnums=(1,)),
-    Case(astype, lambda d: (array(d), np.float64)),
+    Case(cast, lambda d: (array(d), np.float64)),
     Case(operator.getitem, index_draw),
     Case(scatter_add, scatter_draw, argnums=(2,)),
 ]
@@ -688,6 +689,7 @@ IMPLEMENTED += [
         name="piecewise-scalar",
     ),  # fmt: skip
     Case(np.astype, lambda d: (array(d),), fn=lambda x: np.real(np.astype(x, np.complex128)) * 2),
+    Case(astype, lambda d: (array(d),), fn=lambda x: np.real(astype(x, np.complex128)) * 2),
 ]
 
 IMPLEMENTED += [
@@ -1254,3 +1256,64 @@ COPYTO_IMPLEMENTED = [
          fn=_copied_into, argnums=(0, 1)),
 ]  # fmt: skip
 test_copyto_implementation = implementation_test(COPYTO_IMPLEMENTED)
+
+
+# -- casts to kinds that carry no gradient -------------------------------------------------
+
+DISCRETE_DTYPES = [int, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                   np.uint64, np.intp, "i8", "int32", "u1", bool, np.bool_, "?"]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", DISCRETE_DTYPES, ids=str)
+@pytest.mark.parametrize("spelling", ["method", "function"])
+def test_a_cast_to_integers_or_booleans_has_zero_derivative(dtype, spelling):
+    # NumPy's program: (3x).astype(int) is piecewise constant, so d/dx of it * x is the cast
+    x = np.array([0.2, 0.5, 0.9, 1.7])
+    cast_ = (lambda v: v.astype(dtype)) if spelling == "method" else (lambda v: np.astype(v, dtype))
+    (g,) = grad(lambda x: np.sum(cast_(3 * x) * x))(x)
+    np.testing.assert_array_equal(g, (3 * x).astype(dtype).astype(float))
+    np.testing.assert_allclose(g, numeric_grad(lambda x: np.sum(cast_(3 * x) * x), (x,), 0))
+
+
+def test_an_integer_cast_of_a_node_is_a_plain_array_that_indexes():
+    x = np.array([0.2, 0.5, 0.9])
+    t = Tape()
+    index = (3 * Leaf(t, x)).astype(int)
+    assert type(index) is np.ndarray and index.dtype == np.dtype(int)
+    np.testing.assert_array_equal(index, (3 * x).astype(int))
+    table = np.array([10.0, 20.0, 30.0, 40.0])
+    (g,) = grad(lambda x: np.sum(table[(3 * x).astype(int)] * x**2))(x)
+    np.testing.assert_allclose(g, 2 * x * table[(3 * x).astype(int)])
+    (g,) = grad(lambda x: (3 * x).astype(np.int32) * x)(0.9)  # a Python float
+    assert g == 2.0
+
+
+def test_float_and_complex_casts_stay_differentiable():
+    x = np.array([0.2, 0.5, 0.9])
+    for dtype in (np.float32, np.float16, "f8", float, np.longdouble):
+        (g,) = grad(lambda x, dtype=dtype: np.sum(x.astype(dtype) ** 2))(x)
+        np.testing.assert_allclose(g, 2 * x, rtol=1e-3)
+    (g,) = grad(lambda x: np.sum(np.abs((3 * x).astype(complex) * (1 + 1j))))(x)
+    np.testing.assert_allclose(g, 3 * np.sqrt(2) * np.ones(3))
+
+
+def test_casting_keywords_are_numpys_for_every_kind():
+    x = np.array([0.2, 0.5, 0.9])
+    (g,) = grad(lambda x: np.sum((3 * x).astype(int, copy=False) * x))(x)
+    np.testing.assert_array_equal(g, [0.0, 1.0, 2.0])
+    with pytest.raises(TypeError, match="safe"):
+        grad(lambda x: np.sum((3 * x).astype(int, casting="safe") * x))(x)
+
+
+def test_integer_casts_in_forward_mode_second_order_and_vmap():
+    from tape import hessian, jvp, vmap
+
+    x = np.array([0.2, 0.5, 0.9])
+    f = lambda x: (3 * x).astype(int) * x**2  # noqa: E731
+    _, tangent = jvp(f, (x,), (np.ones(3),))
+    np.testing.assert_array_equal(tangent, 2 * x * [0, 1, 2])
+    np.testing.assert_allclose(hessian(lambda x: np.sum(f(x)))(x), np.diag([0.0, 2.0, 4.0]))
+    xs = np.stack([x, 2 * x])
+    loss = lambda x: np.sum((3 * x).astype(int) * x)  # noqa: E731
+    np.testing.assert_array_equal(vmap(grad(loss))(xs)[0], (3 * xs).astype(int))
+    np.testing.assert_array_equal(vmap(f)(xs), np.stack([f(v) for v in xs]))
