@@ -47,11 +47,13 @@ from sensitivities.registry import function_name, value_of
 from sensitivities.registry import pushforward as _engine_pushforward
 
 from .forward import ForwardTape
+from .mutation import sealed
 from .node import Node
 from .observing import observing, rewrite, unobserve
 from .records import Branch, Tape
 from .reverse import SHAPED
 from .trees import tree_flatten, tree_unflatten
+from .versions import MEMORY, memory_of
 
 __all__ = ["vmap", "Batched", "BatchedControlFlowError", "VmapFallbackWarning"]
 
@@ -1136,7 +1138,11 @@ def _squeeze(func, args, kwargs, level):
 def _ravel(func, args, kwargs, level):
     a = args[0]
     order = args[1] if len(args) > 1 else kwargs.get("order", "C")
-    if order not in ("C", "A", "K") or len(args) + len(kwargs) > 2 or type(a.data) is not np.ndarray:
+    if (
+        order not in ("C", "A", "K")
+        or len(args) + len(kwargs) > 2
+        or type(a.data) is not np.ndarray
+    ):
         return _loop(func, args, kwargs, level)
     data = np.reshape(_viewed(a), (a.batch_size, -1))
     if data.base is not None:  # a view of the batch: where NumPy copies each example, a copy
@@ -1636,9 +1642,7 @@ def _view_of(batch: Batched, examples: list, results: list) -> Any:
     shape, strides = (len(results),) + first.shape, (batch.data.strides[0],) + first.strides
     owner = _owner(first)
     try:  # on the owner's buffer, so that the data's base is the owner, as a view's is
-        data = np.ndarray(
-            shape, first.dtype, owner, _address(first) - _address(owner), strides
-        )
+        data = np.ndarray(shape, first.dtype, owner, _address(first) - _address(owner), strides)
         data.flags.writeable = first.flags.writeable
     except (TypeError, ValueError, BufferError):
         data = np.lib.stride_tricks.as_strided(
@@ -1732,6 +1736,8 @@ def _(y, xdot, x, level):
 
 _OWN = (batch_in, batch_out, broadcast, batch_sum)
 SHAPED.add(Batched)  # its .shape is one example's, as np.shape(x) answers
+# a node holding a batch is written in place and has views, as one holding an ndarray
+MEMORY[Batched] = lambda x: None if _scalars(x) else memory_of(x.data)
 
 
 # -- batched forms of the commonest rules ------------------------------------------------
@@ -1848,6 +1854,8 @@ class _Broadcaster:
 
     def recorded(self, record: Any) -> None:
         tape = record.tape
+        if isinstance(record, Branch):
+            self._seal_batches(record)
         if (
             isinstance(record, Branch)
             and tape.level < self.level
@@ -1856,6 +1864,17 @@ class _Broadcaster:
             and _batched_at(record.value, self.level)
         ):
             self._broadcast_arguments(record, tape)
+
+    def _seal_batches(self, record: Any) -> None:
+        # a batch handed to a recorded call as a constant is fingerprinted, as an ndarray
+        # is, so that a write into it before the reverse pass is a MutationError
+        for key, a in enumerate(record.args):
+            if type(a) is Batched and a.level == self.level and type(a.data) is np.ndarray:
+                record.seal = sealed(record.seal, key, a.data)
+        if record.kwargs:
+            for key, a in record.kwargs.items():
+                if type(a) is Batched and a.level == self.level and type(a.data) is np.ndarray:
+                    record.seal = sealed(record.seal, key, a.data)
 
     def _broadcast_arguments(self, record: Any, tape: Any) -> None:
         args = list(record.args)

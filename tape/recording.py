@@ -50,7 +50,7 @@ from .errors import (
 )
 from .keywords import positional_call
 from .mutation import sealed
-from .versions import OUTDATED, commit, note_view, written
+from .versions import MEMORY, OUTDATED, commit, note_view, written
 
 __all__ = ["Record", "apply", "current", "plain", "innermost_tape", "record_primitive"]
 
@@ -180,7 +180,7 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
         # of an array that is frozen or fingerprinted already.
         value.setflags(False)  # write=False, passed positionally: a third of the cost
     elif kind is _ndarray or (
-        kind is not _float64 and kind is not float and isinstance(value, Record)
+        kind is not _float64 and kind is not float and (isinstance(value, Record) or kind in MEMORY)
     ):
         # a view, perhaps of an argument (or an outer tape's node that is one): a write to
         # either must show in the other

@@ -14,7 +14,22 @@ import numpy as np
 
 from sensitivities import registry
 
-__all__ = ["Alias", "Moved", "VERSION", "OUTDATED", "commit", "keep_record", "written", "note_view"]
+__all__ = ["Alias", "Moved", "VERSION", "OUTDATED", "commit", "keep_record", "written", "note_view",
+           "MEMORY", "memory_of"]  # fmt: skip
+
+# Value types besides ndarray whose elements live in an ndarray that their views share, and
+# which are written in place as NumPy writes (vmap's batches): type -> the function that
+# gives that ndarray, or None for a value that is immutable (a batch of NumPy scalars).
+MEMORY: dict = {}
+
+
+def memory_of(value: Any) -> Any:
+    """The ndarray that holds ``value``'s elements: ``value`` itself for an ndarray, None
+    for a value that is not written in place (a float, a NumPy scalar, a Dask array)."""
+    if type(value) is np.ndarray:
+        return value
+    of = MEMORY.get(type(value))
+    return None if of is None else of(value)
 
 
 def _is_node(a: Any) -> bool:
@@ -108,16 +123,16 @@ def note_view(record: Any, args: tuple) -> Any:
     """Register ``record`` as a view of the node among ``args`` (at its node positions)
     whose value it shares memory with, as NumPy would: a write to either side is then
     seen by the other (``tape.inplace``). Returns ``record``."""
-    value = registry.value_of(record.value)
-    if type(value) is not np.ndarray or value.base is None:
+    value = memory_of(registry.value_of(record.value))
+    if value is None or value.base is None:
         return record
     owner = _owner(value)
     for i in record.node_args:
         a = args[i]
         if not _is_node(a) or a.alias is VERSION or type(a.alias) is Moved:
             continue
-        held = registry.value_of(a.value)
-        if type(held) is np.ndarray and _owner(held) is owner and np.may_share_memory(value, held):
+        held = memory_of(registry.value_of(a.value))
+        if held is not None and _owner(held) is owner and np.may_share_memory(value, held):
             if a.alias is None:
                 a.alias = Alias()
             a.alias.views.append(record.pos)
