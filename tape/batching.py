@@ -1560,8 +1560,8 @@ def _enter_or_loop(func: Callable, args: tuple, kwargs: dict, level: int) -> Any
     if inner is not None and not isinstance(func, np.ufunc):
         try:
             return inner(*args, **kwargs)
-        except (BatchedControlFlowError, TypeError, ValueError):
-            pass
+        except (BatchedControlFlowError, TypeError, ValueError, AttributeError):
+            pass  # an ndarray's attribute that a batch has not (x.flat), or a conversion
     return _loop(func, args, kwargs, level)
 
 
