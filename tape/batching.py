@@ -368,6 +368,20 @@ class Batched:
     def fill(self, value: Any) -> None:
         self[...] = value
 
+    def sort(self, axis: int = -1, kind: Any = None, order: Any = None) -> None:
+        _check_writable(self, "item assignment")
+        self.data.sort(_one_axis(axis, self.ndim), kind, order)
+
+    def partition(self, kth: Any, axis: int = -1, kind: str = "introselect", order=None) -> None:
+        _check_writable(self, "item assignment")
+        self.data.partition(kth, _one_axis(axis, self.ndim), kind, order)
+
+    def put(self, indices: Any, values: Any, mode: str = "raise") -> None:
+        _check_writable(self, "item assignment")
+        for b in range(self.batch_size):  # np.put comes here: a method, example by example
+            index, value = _example((indices, values), self.level, b)
+            self.data[b, ...].put(index, value, mode)
+
 
 def _method(f: Callable, name: str) -> Callable:
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -1616,11 +1630,26 @@ def _stacked(results: list, level: int, inputs: list = (), func: Any = None) -> 
                 view = _view_of(batch, examples, results)
                 if view is not None:
                     return view
-                return Batched(_detach(np.stack(results), func), level)
-    out = Batched(np.stack(results), level)
+                return Batched(_detach(_stack_examples(results, func), func), level)
+    out = Batched(_stack_examples(results, func), level)
     if type(first) is np.ndarray and first.ndim == 0:
         out._zero_d = True
     return out
+
+
+def _stack_examples(results: list, func: Any) -> Any:
+    shapes = {np.shape(r) for r in results}
+    if len(shapes) > 1:
+        name = "x[index]" if func is _index else function_name(func) if func else "a function"
+        raise ValueError(
+            f"vmap: {name} at "
+            f"{_user_line()} gives the examples results of different shapes "
+            f"({', '.join(map(str, sorted(shapes)))}), which no batch can hold: a boolean "
+            "mask that differs between examples (x[mask], x[mask] = v), np.nonzero, "
+            "np.unique; write it with shapes that are the same for every example "
+            "(np.where(mask, v, x), a sum with where=mask)"
+        )
+    return np.stack(results)
 
 
 def _view_of(batch: Batched, examples: list, results: list) -> Any:

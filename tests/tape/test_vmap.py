@@ -944,6 +944,34 @@ def test_in_place_functions_of_numpy_write_each_example():
     _same_as_numpy(f, X6)
 
 
+def test_sort_partition_and_put_write_each_example():
+    X = np.random.default_rng(0).standard_normal((3, 6))
+
+    def f(x):
+        y = x * 1.0
+        v = y.reshape(2, 3)
+        v.sort()
+        w = y[::2]
+        w.partition(1)
+        y.put([0, 5], [9.0, x[1]])
+        np.put(y, 2, x[3])
+        return y
+
+    _same_as_numpy(f, X)
+
+
+def test_a_mask_that_differs_between_examples_is_a_clear_error():
+    X = np.array([[1.0, -1.0, 2.0], [1.0, 2.0, 3.0]])
+
+    def f(x):
+        y = x * 1.0
+        y[y > 0] *= 2.0  # the same shape per example only by chance: here, not
+        return y
+
+    with pytest.raises(ValueError, match="different shapes.*np.where"):
+        vmap(f)(X)
+
+
 def test_a_view_the_loop_cannot_follow_is_refused_at_the_write():
     # np.trim_zeros makes a view of each example, at an offset that depends on its values:
     # no one view of the batch, so the loop's copy refuses writes
