@@ -103,14 +103,15 @@ class Batched:
     ((2,), array([1., 5., 9.]))
     """
 
-    # _zero_d, set only where a view or a constructor made it: each example is a 0-d
-    # array, which is written in place, not a NumPy scalar, which is immutable
+    # _zero_d: each example is a 0-d array (made by a view or a constructor), which is
+    # written in place, not a NumPy scalar, which is immutable
     __slots__ = ("data", "level", "_zero_d")
     __array_priority__ = 500.0  # above ndarray's, below a node's
 
     def __init__(self, data: Any, level: int) -> None:
         self.data = data
         self.level = level
+        self._zero_d = False
 
     # -- one example's view ----------------------------------------------------------------
 
@@ -456,7 +457,7 @@ def _scalars(x: Batched) -> bool:
     """Whether each example of ``x`` is a NumPy scalar (immutable: ``+=`` rebinds it, and
     it has no items to assign), as the 0-d results of ufuncs, reductions and integer
     indices are; a 0-d array (``y[...]``, ``y.reshape(())``) is not."""
-    return x.ndim == 0 and not getattr(x, "_zero_d", False)
+    return x.ndim == 0 and not x._zero_d
 
 
 def _zero_d_if(x: Batched) -> Batched:
@@ -466,10 +467,19 @@ def _zero_d_if(x: Batched) -> Batched:
     return x
 
 
+def _memory(x: Batched) -> Any:
+    """The ndarray that holds a batch's elements (``versions.memory_of``): None for a
+    batch of NumPy scalars, which is never written in place."""
+    data = x.data
+    if type(data) is np.ndarray:  # asked of every batched value the tape records
+        return data if data.ndim > 1 or x._zero_d else None
+    return None if _scalars(x) else memory_of(data)
+
+
 def _like_examples(x: Batched, data: Any) -> Batched:
     """``data`` (a copy of ``x``'s, or a cast) as a batch of what ``x``'s examples are."""
     out = Batched(data, x.level)
-    if getattr(x, "_zero_d", False):
+    if x._zero_d:
         out._zero_d = True
     return out
 
@@ -1555,7 +1565,7 @@ def _basic_index_of_0d(x: Batched, index: tuple, out: Batched) -> Batched:
     has an Ellipsis (``y[0, ...]``), and a scalar otherwise (``y[0]``)."""
     if _scalars(x) and index != ():
         out = Batched(x.data.copy()[(slice(None),) + index], x.level)
-    if out.ndim == 0 and any(i is Ellipsis for i in index):
+    if out.ndim == 0 and Ellipsis in index:  # basic indices: == of those is identity
         out._zero_d = True
     return out
 
@@ -1766,7 +1776,7 @@ def _(y, xdot, x, level):
 _OWN = (batch_in, batch_out, broadcast, batch_sum)
 SHAPED.add(Batched)  # its .shape is one example's, as np.shape(x) answers
 # a node holding a batch is written in place and has views, as one holding an ndarray
-MEMORY[Batched] = lambda x: None if _scalars(x) else memory_of(x.data)
+MEMORY[Batched] = _memory
 
 
 # -- batched forms of the commonest rules ------------------------------------------------
@@ -1969,6 +1979,12 @@ def _axes_tree(spec: Any, tree: Any, what: str, treedef: Any = None, count: int 
     return out
 
 
+def _of_an_argument(data: np.ndarray, leaves: list) -> bool:
+    """Whether ``data`` is an ndarray argument's memory (the argument, or a view of it)."""
+    owner = data if data.base is None else _owner(data)
+    return any(type(a) is np.ndarray and (a is owner or _owner(a) is owner) for a in leaves)
+
+
 def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = False) -> Callable:
     """``f``, written for one example, run over a batch: ``vmap(f)(X)`` is
     ``np.stack([f(x) for x in X])``, computed with NumPy's own vectorisation.
@@ -2066,12 +2082,11 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = Fal
             unobserve(token)
         outs, out_def = tree_flatten(out)
         oaxes = _axes_tree(out_axes, out, "out_axes", out_def, len(outs))
-        owners = {id(_owner(leaf)) for leaf in leaves if type(leaf) is np.ndarray}
         results = []
         for o, axis in zip(outs, oaxes):
             if type(o) is Batched and o.level == level and axis in (0, -1 - o.ndim):
                 data = o.data  # what batch_out does with it, directly
-                if type(data) is np.ndarray and id(_owner(data)) in owners:
+                if type(data) is np.ndarray and _of_an_argument(data, leaves):
                     data = data.copy()  # a new array, as np.stack makes, not the argument's
                 results.append(data)
                 continue
