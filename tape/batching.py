@@ -33,6 +33,7 @@ import math
 import string
 import sys
 import warnings
+import weakref
 from contextvars import ContextVar
 from typing import Any, Callable
 
@@ -46,11 +47,13 @@ from sensitivities.registry import function_name, value_of
 from sensitivities.registry import pushforward as _engine_pushforward
 
 from .forward import ForwardTape
+from .mutation import sealed
 from .node import Node
 from .observing import observing, rewrite, unobserve
 from .records import Branch, Tape
 from .reverse import SHAPED
 from .trees import tree_flatten, tree_unflatten
+from .versions import MEMORY, memory_of
 
 __all__ = ["vmap", "Batched", "BatchedControlFlowError", "VmapFallbackWarning"]
 
@@ -100,12 +103,15 @@ class Batched:
     ((2,), array([1., 5., 9.]))
     """
 
-    __slots__ = ("data", "level")
+    # _zero_d: each example is a 0-d array (made by a view or a constructor), which is
+    # written in place, not a NumPy scalar, which is immutable
+    __slots__ = ("data", "level", "_zero_d")
     __array_priority__ = 500.0  # above ndarray's, below a node's
 
     def __init__(self, data: Any, level: int) -> None:
         self.data = data
         self.level = level
+        self._zero_d = False
 
     # -- one example's view ----------------------------------------------------------------
 
@@ -226,15 +232,18 @@ class Batched:
         if level is _NODE:
             return NotImplemented  # a node records the call; its value may be batched
         out = kwargs.pop("out", None)
-        if out is not None:  # into a batched array (a rule's fresh accumulator): in place
+        if out is not None:  # into a batched array, in place, as NumPy writes each example
             target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
             if not isinstance(target, Batched) or method != "__call__":
                 raise TypeError(
-                    f"vmap: {ufunc.__name__}(..., out=) of batched values into "
-                    f"{type(target).__name__}; build a new array instead"
+                    f"vmap: np.{ufunc.__name__}(..., out=) at {_user_line()} writes batched "
+                    f"values into {type(target).__name__}, which is the same for every "
+                    "example (each would write its own value into it); build a new array "
+                    f"instead (y = np.{ufunc.__name__}(...))"
                 )
-            target[...] = getattr(ufunc, method)(*inputs, **kwargs)
-            return target
+            if _scalars(target):
+                raise TypeError("return arrays must be of ArrayType")  # NumPy's, for a scalar
+            return _into(target, ufunc, inputs, kwargs)
         if method == "__call__":
             if ufunc.signature is not None:  # a generalised ufunc (matmul, vecdot)
                 rule = _RULES.get(ufunc)
@@ -249,8 +258,9 @@ class Batched:
                     f"vmap: {ufunc.__name__}.at of batched values into "
                     f"{type(target).__name__}; build a new array instead"
                 )
+            _check_writable(target, "item assignment")
             for b in range(target.batch_size):
-                ufunc.at(target.data[b], *_example(rest, level, b))
+                ufunc.at(target.data[b, ...], *_example(rest, level, b))
             return None
         if method in ("reduce", "accumulate", "reduceat") and len(inputs) >= 1:
             if method != "reduceat":
@@ -304,36 +314,22 @@ class Batched:
         return _getitem(self, index)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        # in place, as NumPy does it to each example (the rules' scatter into a fresh array)
-        if isinstance(value, Node):
-            raise TypeError(
-                f"vmap: a node assigned into a batched value at {_user_line()}; use the "
-                "functional update tape.at(x)[index].set(value), or np.where"
-            )
-        level = self.level
-        index = index if isinstance(index, tuple) else (index,)
-        if (
-            _is_batched_anywhere(index, level)
-            or any(isinstance(i, Node) for i in index)
-            or (isinstance(value, Batched) and value.level != level)
-            or advanced_axes_first(index)  # NumPy would put the batch behind their axes
-        ):
-            for b in range(self.batch_size):
-                target = self.data[b]
-                target[tuple(_example(index, level, b))] = _example((value,), level, b)[0]
-            return
-        region = np.ndim(self.data[(slice(None),) + index]) - 1
-        self.data[(slice(None),) + index] = _padded(value, region) if _at(value, level) else value
+        """``x[index] = value`` in place, as NumPy does it to each example: every name
+        bound to ``x`` and every view of it sees the write (``_set_item``)."""
+        _set_item(self, index, value)
 
     def reshape(self, *shape: Any, **kwargs: Any) -> Any:
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         return np.reshape(self, shape, **kwargs)
 
     def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
-        return Batched(self.data.astype(dtype, *args, **kwargs), self.level)
+        data = self.data.astype(dtype, *args, **kwargs)
+        if data is self.data:  # copy=False, nothing to convert: the array itself, as NumPy
+            return self
+        return _like_examples(self, data)
 
     def copy(self, *args: Any, **kwargs: Any) -> Any:
-        return Batched(np.copy(self.data), self.level)
+        return _like_examples(self, np.copy(self.data))
 
     def conj(self) -> Any:
         return np.conjugate(self)
@@ -358,6 +354,34 @@ class Batched:
 
     def dot(self, other: Any) -> Any:
         return np.dot(self, other)
+
+    def view(self, *args: Any, **kwargs: Any) -> Any:
+        if _scalars(self):  # a NumPy scalar's view is an array of its own
+            return Batched(self.data.copy(), self.level).view(*args, **kwargs)
+        data = self.data.view(*args, **kwargs)
+        if data.ndim == 0 or (data.shape[0] != self.batch_size):
+            raise ValueError(
+                f"vmap: x.view({', '.join(map(repr, args))}) changes the size of the last axis "
+                "of a batched scalar; view a batched array of one axis or more"
+            )
+        return _zero_d_if(Batched(data, self.level))
+
+    def fill(self, value: Any) -> None:
+        self[...] = value
+
+    def sort(self, axis: int = -1, kind: Any = None, order: Any = None) -> None:
+        _check_writable(self, "item assignment")
+        self.data.sort(_one_axis(axis, self.ndim), kind, order)
+
+    def partition(self, kth: Any, axis: int = -1, kind: str = "introselect", order=None) -> None:
+        _check_writable(self, "item assignment")
+        self.data.partition(kth, _one_axis(axis, self.ndim), kind, order)
+
+    def put(self, indices: Any, values: Any, mode: str = "raise") -> None:
+        _check_writable(self, "item assignment")
+        for b in range(self.batch_size):  # np.put comes here: a method, example by example
+            index, value = _example((indices, values), self.level, b)
+            self.data[b, ...].put(index, value, mode)
 
 
 def _method(f: Callable, name: str) -> Callable:
@@ -393,7 +417,8 @@ for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply
                       ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul),
                       ("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
                       ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal),
-                      ("and", np.logical_and), ("or", np.logical_or)):  # fmt: skip
+                      ("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor),
+                      ("lshift", np.left_shift), ("rshift", np.right_shift)):  # fmt: skip
     setattr(Batched, f"__{_name}__", _binary(_ufunc, f"__{_name}__"))
     if _name not in ("lt", "le", "gt", "ge", "eq", "ne"):
         setattr(Batched, f"__r{_name}__", _binary(_ufunc, f"__r{_name}__", reflected=True))
@@ -404,6 +429,210 @@ Batched.__invert__ = lambda self: np.invert(self)  # type: ignore[method-assign]
 Batched.__divmod__ = lambda self, other: (self // other, self % other)  # type: ignore[attr-defined]
 Batched.__rdivmod__ = lambda self, other: (other // self, other % self)  # type: ignore[attr-defined]
 Batched.__hash__ = object.__hash__  # type: ignore[method-assign]
+
+
+def _augmented(ufunc: np.ufunc, name: str) -> Callable:
+    def op(self: Any, other: Any) -> Any:
+        return _augment(self, ufunc, other)
+
+    op.__name__ = name
+    return op
+
+
+# x += v writes x in place, as NumPy does to each example (every name bound to x and
+# every view of it sees the write); a batch of NumPy scalars is rebound, as they are
+for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                      ("truediv", np.true_divide), ("floordiv", np.floor_divide),
+                      ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul),
+                      ("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor),
+                      ("lshift", np.left_shift), ("rshift", np.right_shift)):  # fmt: skip
+    setattr(Batched, f"__i{_name}__", _augmented(_ufunc, f"__i{_name}__"))
+
+
+# -- writes: NumPy's aliasing, example by example -----------------------------------------
+# A batch's data holds each example's array; a view of a batch is a view of its data, made
+# as NumPy makes the view of each example. So a write into the data (+=, x[i] = v, out=)
+# is seen by every view and every name of it, as each example's is under NumPy.
+
+
+def _scalars(x: Batched) -> bool:
+    """Whether each example of ``x`` is a NumPy scalar (immutable: ``+=`` rebinds it, and
+    it has no items to assign), as the 0-d results of ufuncs, reductions and integer
+    indices are; a 0-d array (``y[...]``, ``y.reshape(())``) is not."""
+    return x.ndim == 0 and not x._zero_d
+
+
+def _zero_d_if(x: Batched) -> Batched:
+    """``x``, marked as a batch of 0-d arrays where it is 0-d: a view or a new array."""
+    if x.ndim == 0:
+        x._zero_d = True
+    return x
+
+
+def _memory(x: Batched) -> Any:
+    """The ndarray that holds a batch's elements (``versions.memory_of``): None for a
+    batch of NumPy scalars, which is never written in place."""
+    data = x.data
+    if type(data) is np.ndarray:  # asked of every batched value the tape records
+        return data if data.ndim > 1 or x._zero_d else None
+    return None if _scalars(x) else memory_of(data)
+
+
+def _like_examples(x: Batched, data: Any) -> Batched:
+    """``data`` (a copy of ``x``'s, or a cast) as a batch of what ``x``'s examples are."""
+    out = Batched(data, x.level)
+    if x._zero_d:
+        out._zero_d = True
+    return out
+
+
+def _viewed(x: Batched) -> Any:
+    """The data a view of ``x`` is made from: a copy where each example is a NumPy scalar,
+    of which NumPy makes a new array, not a view."""
+    return x.data.copy() if _scalars(x) else x.data
+
+
+# Batches computed as copies (by the loop) where each example is a view of an argument in a
+# way no single view of the batch can follow: id of the data's owner -> (a weak reference
+# to it, the function). Their data is read-only; a write names the function.
+_DETACHED: dict = {}
+
+
+def _owner(a: Any) -> Any:
+    while isinstance(a, np.ndarray) and a.base is not None:
+        a = a.base
+    return a
+
+
+def _detach(data: np.ndarray, func: Callable) -> np.ndarray:
+    data.flags.writeable = False
+    key = id(data)
+    _DETACHED[key] = (weakref.ref(data, lambda _, key=key: _DETACHED.pop(key, None)), func)
+    return data
+
+
+def _check_writable(x: Batched, what: str) -> None:
+    """NumPy's error for a write into a NumPy scalar, and vmap's for a write into a batch
+    that the loop computed as a copy where each example is a view of an argument."""
+    if _scalars(x):
+        raise TypeError(f"'{x.dtype.type.__name__}' object does not support {what}")
+    data = x.data
+    if type(data) is np.ndarray and not data.flags.writeable and _DETACHED:
+        owner = _owner(data)
+        entry = _DETACHED.get(id(owner))
+        if entry is not None and entry[0]() is owner:
+            raise ValueError(
+                f"vmap: a write at {_user_line()} into the result of "
+                f"{function_name(entry[1])}, which is a view of its argument in each example "
+                "but has no batching rule, so vmap computed it as a copy, which the write "
+                "would not reach through; write into the argument itself, or make the "
+                "independent copy explicit (np.copy) and write into that"
+            )
+
+
+def _example_shape(a: Any, level: int) -> tuple | None:
+    """One example's shape of an operand of a write, where a single batched call can
+    write it: None for a batch of another ``vmap``, a list holding batches, a foreign array."""
+    kind = type(a)
+    if kind is Batched:
+        return a.shape if a.level == level else None
+    if kind is np.ndarray:
+        return a.shape
+    if kind in _PLAIN or isinstance(a, (np.generic, int, float, complex)):
+        return ()
+    if kind is list or kind is tuple:
+        return None if _scan(a) is not None else np.shape(a)
+    return None
+
+
+def _into(target: Batched, ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Batched:
+    """``ufunc(*inputs, out=target)``, each example as NumPy computes it: one call on the
+    batch's data where the operands broadcast to ``target``'s shape, else example by
+    example (with NumPy's own errors)."""
+    _check_writable(target, "item assignment")
+    level = target.level
+    if ufunc.signature is None and ufunc.nout == 1 and type(target.data) is np.ndarray:
+        shapes = [_example_shape(a, level) for a in inputs]
+        kw_plain = not kwargs or not _is_batched_anywhere(tuple(kwargs.values()), level)
+        if kw_plain and None not in shapes:
+            try:
+                fits = np.broadcast_shapes(target.shape, *shapes) == target.shape
+            except ValueError:
+                fits = False
+            if fits:
+                rank = target.ndim
+                args = [_padded(a, rank) if type(a) is Batched else a for a in inputs]
+                ufunc(*args, out=target.data, **kwargs)
+                return target
+    data = target.data
+    for b in range(target.batch_size):
+        ufunc(
+            *_example(inputs, level, b),
+            out=data[b, ...],
+            **_example_kw(kwargs, level, b),
+        )
+    return target
+
+
+def _augment(x: Batched, ufunc: np.ufunc, v: Any) -> Any:
+    """``x op= v``: ``x`` written in place (NumPy's ``ufunc(x, v, out=x)``), or
+    NotImplemented where each example is a NumPy scalar, which Python then rebinds."""
+    if _scalars(x):
+        return NotImplemented
+    if isinstance(v, Node):
+        raise TypeError(
+            f"vmap: x {_OPERATORS.get(ufunc, ufunc.__name__)}= node at {_user_line()} writes "
+            "a node into a batched array that is no node: the tape cannot record it; write "
+            "x = x op node (a new node) instead"
+        )
+    return _into(x, ufunc, (x, v), {})
+
+
+_OPERATORS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
+              np.floor_divide: "//", np.remainder: "%", np.power: "**", np.matmul: "@",
+              np.bitwise_and: "&", np.bitwise_or: "|", np.bitwise_xor: "^",
+              np.left_shift: "<<", np.right_shift: ">>"}  # fmt: skip
+
+
+def _set_item(x: Batched, index: Any, value: Any) -> None:
+    """``x[index] = value``, in place, as NumPy does it to each example."""
+    if isinstance(value, Node):
+        raise TypeError(
+            f"vmap: a node assigned into a batched value at {_user_line()}; use the "
+            "functional update tape.at(x)[index].set(value), or np.where"
+        )
+    _check_writable(x, "item assignment")
+    level = x.level
+    index = index if isinstance(index, tuple) else (index,)
+    data = x.data
+    if not (
+        type(data) is not np.ndarray
+        or _is_batched_anywhere(index, level)
+        or any(isinstance(i, Node) for i in index)
+        or advanced_axes_first(index)  # NumPy would put the batch behind their axes
+    ):
+        shape = _example_shape(value, level)
+        if shape is not None:
+            region = data[(slice(None),) + index]
+            selected = region.shape[1:]
+            try:  # NumPy drops a value's leading 1s, then broadcasts it to the selection
+                fits = np.broadcast_shapes(selected, _lstrip_ones(shape)) == selected
+            except ValueError:
+                fits = False
+            if fits:
+                data[(slice(None),) + index] = (
+                    _padded(value, region.ndim - 1) if type(value) is Batched else value
+                )
+                return
+    for b in range(x.batch_size):  # example by example, with NumPy's own errors
+        data[b, ...][tuple(_example(index, level, b))] = _example((value,), level, b)[0]
+
+
+def _lstrip_ones(shape: tuple) -> tuple:
+    k = 0
+    while k < len(shape) and shape[k] == 1:
+        k += 1
+    return shape[k:]
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -486,8 +715,29 @@ def _beside_plain(batch: Batched, other: Any) -> tuple | None:
 
 def _batched_result(result: Any, level: int) -> Any:
     if type(result) is tuple:  # np.modf, np.frexp: one batched value per output
-        return tuple(Batched(r, level) for r in result)
+        return tuple(Batched(_batch_major(r), level) for r in result)
+    if type(result) is np.ndarray and result.base is None and not result.flags.c_contiguous:
+        result = _batch_major(result)
     return Batched(result, level)
+
+
+def _batch_major(data: Any) -> Any:
+    """A new batch's data with the batch axis outermost in memory, and each example laid
+    out as NumPy lays out one example's result: a ufunc or a reduction of a batch whose
+    examples are strided (a batch on another axis, an F-ordered batch) interleaves the
+    batch axis in memory, and then reshape and ravel would copy where NumPy, on one
+    example, makes a view (or the other way round), and writes would go astray."""
+    if type(data) is not np.ndarray or data.base is not None or data.ndim < 2:
+        return data
+    strides = [abs(k) for k in data.strides]
+    if strides[0] >= max(strides[1:]) or data.flags.c_contiguous:
+        return data
+    ndim = data.ndim - 1
+    order = sorted(range(ndim), key=lambda k: -strides[1 + k])  # outermost first
+    out = np.empty((data.shape[0],) + tuple(data.shape[1 + k] for k in order), data.dtype)
+    out = out.transpose((0,) + tuple(1 + order.index(k) for k in range(ndim)))
+    np.copyto(out, data)
+    return out
 
 
 def _pair_level(a: Any, b: Any) -> int | None:
@@ -515,7 +765,8 @@ def _reduce_call(reduce: Callable, x: Batched, kwargs: dict, default: Any = 0) -
         return None
     if type(kwargs.get("dtype")) is Batched or type(kwargs.get("keepdims")) is Batched:
         return None
-    return Batched(reduce(x.data, **{**kwargs, "axis": _axis(axis, x.data.ndim - 1)}), x.level)
+    data = reduce(x.data, **{**kwargs, "axis": _axis(axis, x.data.ndim - 1)})
+    return Batched(_batch_major(data), x.level)
 
 
 _NODE = object()  # what _scan answers where a node is among the values
@@ -615,7 +866,7 @@ def _wrap(result: Any, level: int) -> Any:
         )
     if isinstance(result, list):
         return [_wrap(r, level) for r in result]
-    return Batched(result, level)
+    return Batched(_batch_major(result), level)
 
 
 def _axis(axis: Any, ndim: int) -> Any:
@@ -852,7 +1103,8 @@ def _reshape(func, args, kwargs, level):
         return _loop(func, args, kwargs, level)
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     order = bound.arguments.get("order", "C")
-    return Batched(np.reshape(a.data, (a.batch_size,) + shape, order=order), level)
+    data = np.reshape(_viewed(a), (a.batch_size,) + shape, order=order)
+    return _zero_d_if(Batched(data, level))
 
 
 def _is_batched_anywhere(x: Any, level: int) -> bool:
@@ -879,7 +1131,7 @@ def _transpose(func, args, kwargs, level):
     if axes is None:
         axes = tuple(range(ndim - 1, -1, -1))
     axes = (0,) + tuple(int(k) % max(ndim, 1) + 1 for k in axes)
-    return Batched(np.transpose(a.data, axes), level)
+    return _zero_d_if(Batched(np.transpose(_viewed(a), axes), level))
 
 
 def _axes_rule(*names: str, extra: int = 0):
@@ -903,7 +1155,7 @@ def _axes_rule(*names: str, extra: int = 0):
             if value is None or value is inspect.Parameter.empty:
                 return _loop(func, args, kwargs, level)  # None: the flattened array
             bound.arguments[name] = _axis(value, rank)
-        bound.arguments[first] = a.data
+        bound.arguments[first] = _viewed(a)
         return _wrap(_call_bound(func, bound), level)
 
     return rule
@@ -911,7 +1163,7 @@ def _axes_rule(*names: str, extra: int = 0):
 
 def _expand_dims(func, args, kwargs, level):
     if len(args) == 2 and not kwargs and _at(args[0], level) and type(args[1]) is int:
-        data = args[0].data  # one new axis: an index with None, a view as NumPy's is
+        data = _viewed(args[0])  # one new axis: an index with None, a view as NumPy's is
         return Batched(data[(slice(None),) * _one_axis(args[1], data.ndim) + (None,)], level)
     return _expand_dims_bound(func, args, kwargs, level)
 
@@ -928,15 +1180,26 @@ def _squeeze(func, args, kwargs, level):
     shape = a.shape
     if axis is None:
         axis = tuple(k for k, n in enumerate(shape) if n == 1)
-    return Batched(np.squeeze(a.data, _axis(axis, len(shape))), level)
+    return _zero_d_if(Batched(np.squeeze(_viewed(a), _axis(axis, len(shape))), level))
 
 
 def _ravel(func, args, kwargs, level):
     a = args[0]
     order = args[1] if len(args) > 1 else kwargs.get("order", "C")
-    if order not in ("C", "A", "K") or len(args) + len(kwargs) > 2:
+    if (
+        order not in ("C", "A", "K")
+        or len(args) + len(kwargs) > 2
+        or type(a.data) is not np.ndarray
+    ):
         return _loop(func, args, kwargs, level)
-    return Batched(np.reshape(a.data, (a.batch_size, -1)), level)
+    data = np.reshape(_viewed(a), (a.batch_size, -1))
+    if data.base is not None:  # a view of the batch: where NumPy copies each example, a copy
+        example = a.data[0]
+        if not example.flags.c_contiguous and not np.may_share_memory(
+            np.ravel(example, order), example
+        ):
+            data = data.copy()
+    return Batched(data, level)
 
 
 def _broadcast_to(func, args, kwargs, level):
@@ -985,18 +1248,18 @@ def _where(func, args, kwargs, level):
 
 def _like(func, args, kwargs, level):
     if len(args) == 1 and not kwargs and func is not np.full_like:  # np.ones_like(x)
-        return Batched(func(args[0].data), level)
+        return _zero_d_if(Batched(func(args[0].data), level))
     bound = _bound(func, args, kwargs)
     a = bound.arguments.pop("a" if "a" in bound.arguments else "prototype")
     if bound.arguments.get("shape") is not None:
         return _loop(func, args, kwargs, level)
     if any(_at(v, level) for v in bound.arguments.values()):
         return _loop(func, args, kwargs, level)
-    return Batched(func(a.data, *bound.args[1:], **bound.kwargs), level)
+    return _zero_d_if(Batched(func(a.data, *bound.args[1:], **bound.kwargs), level))
 
 
 def _copy(func, args, kwargs, level):
-    return Batched(np.copy(args[0].data), level)
+    return _zero_d_if(Batched(np.copy(args[0].data), level))
 
 
 def _matmul_operands(a: Any, b: Any, level: int) -> tuple[Any, Any, bool, bool, int]:
@@ -1307,7 +1570,10 @@ def _getitem(x: Batched, index: Any) -> Any:
         if type(i) not in _BASIC:
             break
     else:  # x[..., 0], x[:, None]: a view, batch first
-        return Batched(x.data[(slice(None),) + index], level)
+        out = Batched(x.data[(slice(None),) + index], level)
+        if x.data.ndim == 1 or out.data.ndim == 1:  # a scalar or a 0-d array, in or out
+            return _basic_index_of_0d(x, index, out)
+        return out
     if _is_batched_anywhere(index, level) or any(isinstance(i, Node) for i in index):
         return _loop(_index, (x, index), {}, level)
     out = x.data[(slice(None),) + index]
@@ -1315,6 +1581,17 @@ def _getitem(x: Batched, index: Any) -> Any:
     if ahead:  # advanced indices apart: NumPy puts their axes first, before the batch
         out = np.moveaxis(out, ahead, 0)
     return Batched(out, level)
+
+
+def _basic_index_of_0d(x: Batched, index: tuple, out: Batched) -> Batched:
+    """``x[index]`` (a basic index) where ``x`` or the result is 0-d per example: NumPy
+    makes a new array of a scalar (``s[...]``, ``s[None]``), a 0-d view where the index
+    has an Ellipsis (``y[0, ...]``), and a scalar otherwise (``y[0]``)."""
+    if _scalars(x) and index != ():
+        out = Batched(x.data.copy()[(slice(None),) + index], x.level)
+    if out.ndim == 0 and Ellipsis in index:  # basic indices: == of those is identity
+        out._zero_d = True
+    return out
 
 
 def _index(x: Any, index: Any) -> Any:
@@ -1331,8 +1608,8 @@ def _enter_or_loop(func: Callable, args: tuple, kwargs: dict, level: int) -> Any
     if inner is not None and not isinstance(func, np.ufunc):
         try:
             return inner(*args, **kwargs)
-        except (BatchedControlFlowError, TypeError, ValueError):
-            pass
+        except (BatchedControlFlowError, TypeError, ValueError, AttributeError):
+            pass  # an ndarray's attribute that a batch has not (x.flat), or a conversion
     return _loop(func, args, kwargs, level)
 
 
@@ -1348,22 +1625,97 @@ def _loop(func: Callable, args: tuple, kwargs: dict, level: int) -> Any:
             VmapFallbackWarning,
             stacklevel=2,
         )
-    results = [func(*_example(args, level, b), **_example_kw(kwargs, level, b)) for b in range(n)]
-    return _stacked(results, level)
+    results, inputs = [], []
+    for b in range(n):
+        example = _example(args, level, b)
+        results.append(func(*example, **_example_kw(kwargs, level, b)))
+        inputs.append(example)
+    return _stacked(results, level, _batched_inputs(args, level, inputs), func)
+
+
+def _batched_inputs(args: tuple, level: int, examples: list) -> list:
+    """``(batch, its examples)`` for each argument of ``args`` batched at ``level``."""
+    return [
+        (a, [example[k] for example in examples])
+        for k, a in enumerate(args)
+        if _at(a, level) and type(a.data) is np.ndarray
+    ]
 
 
 def _debugging() -> bool:
     return observing.get() is not None
 
 
-def _stacked(results: list, level: int) -> Any:
+def _stacked(results: list, level: int, inputs: list = (), func: Any = None) -> Any:
+    """The examples' ``results`` as one batch. Where each example's result is a view of a
+    batched argument's example (``np.asarray(x)``, ``np.atleast_1d(x)``, a piece of
+    ``np.split``), the batch is that view of the argument's data, as NumPy's aliasing
+    asks; where no one view of the batch can follow the examples', a read-only copy whose
+    writes are refused (``_check_writable``)."""
     first = results[0]
     if isinstance(first, (tuple, list)):
-        parts = [_stacked([r[k] for r in results], level) for k in range(len(first))]
+        parts = [_stacked([r[k] for r in results], level, inputs, func) for k in range(len(first))]
         if hasattr(first, "_fields"):
             return type(first)(*parts)
         return type(first)(parts)
-    return Batched(np.stack(results), level)
+    if type(first) is np.ndarray and first.base is not None:
+        for batch, examples in inputs:
+            if np.may_share_memory(first, examples[0]):
+                view = _view_of(batch, examples, results)
+                if view is not None:
+                    return view
+                return Batched(_detach(_stack_examples(results, func), func), level)
+    out = Batched(_stack_examples(results, func), level)
+    if type(first) is np.ndarray and first.ndim == 0:
+        out._zero_d = True
+    return out
+
+
+def _stack_examples(results: list, func: Any) -> Any:
+    shapes = {np.shape(r) for r in results}
+    if len(shapes) > 1:
+        name = "x[index]" if func is _index else function_name(func) if func else "a function"
+        raise ValueError(
+            f"vmap: {name} at "
+            f"{_user_line()} gives the examples results of different shapes "
+            f"({', '.join(map(str, sorted(shapes)))}), which no batch can hold: a boolean "
+            "mask that differs between examples (x[mask], x[mask] = v), np.nonzero, "
+            "np.unique; write it with shapes that are the same for every example "
+            "(np.where(mask, v, x), a sum with where=mask)"
+        )
+    return np.stack(results)
+
+
+def _view_of(batch: Batched, examples: list, results: list) -> Any:
+    """The batch whose examples are ``results``, each the same view of the example of
+    ``batch`` at its position; None where they are not all the same view."""
+    if all(r is e for r, e in zip(results, examples)):
+        return batch  # the argument itself (np.asarray(x) is x)
+    first = results[0]
+    offset = _address(first) - _address(examples[0])
+    for r, e in zip(results, examples):
+        if (
+            type(r) is not np.ndarray
+            or r.shape != first.shape
+            or r.strides != first.strides
+            or r.dtype != first.dtype
+            or _address(r) - _address(e) != offset
+        ):
+            return None
+    shape, strides = (len(results),) + first.shape, (batch.data.strides[0],) + first.strides
+    owner = _owner(first)
+    try:  # on the owner's buffer, so that the data's base is the owner, as a view's is
+        data = np.ndarray(shape, first.dtype, owner, _address(first) - _address(owner), strides)
+        data.flags.writeable = first.flags.writeable
+    except (TypeError, ValueError, BufferError):
+        data = np.lib.stride_tricks.as_strided(
+            first, shape, strides, writeable=first.flags.writeable
+        )
+    return _zero_d_if(Batched(data, batch.level))
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
 
 
 # -- in and out of the batch, recorded where the values are nodes -------------------------
@@ -1447,6 +1799,8 @@ def _(y, xdot, x, level):
 
 _OWN = (batch_in, batch_out, broadcast, batch_sum)
 SHAPED.add(Batched)  # its .shape is one example's, as np.shape(x) answers
+# a node holding a batch is written in place and has views, as one holding an ndarray
+MEMORY[Batched] = _memory
 
 
 # -- batched forms of the commonest rules ------------------------------------------------
@@ -1563,6 +1917,8 @@ class _Broadcaster:
 
     def recorded(self, record: Any) -> None:
         tape = record.tape
+        if isinstance(record, Branch):
+            self._seal_batches(record)
         if (
             isinstance(record, Branch)
             and tape.level < self.level
@@ -1571,6 +1927,17 @@ class _Broadcaster:
             and _batched_at(record.value, self.level)
         ):
             self._broadcast_arguments(record, tape)
+
+    def _seal_batches(self, record: Any) -> None:
+        # a batch handed to a recorded call as a constant is fingerprinted, as an ndarray
+        # is, so that a write into it before the reverse pass is a MutationError
+        for key, a in enumerate(record.args):
+            if type(a) is Batched and a.level == self.level and type(a.data) is np.ndarray:
+                record.seal = sealed(record.seal, key, a.data, record.tape)
+        if record.kwargs:
+            for key, a in record.kwargs.items():
+                if type(a) is Batched and a.level == self.level and type(a.data) is np.ndarray:
+                    record.seal = sealed(record.seal, key, a.data, record.tape)
 
     def _broadcast_arguments(self, record: Any, tape: Any) -> None:
         args = list(record.args)
@@ -1634,6 +2001,12 @@ def _axes_tree(spec: Any, tree: Any, what: str, treedef: Any = None, count: int 
     for s, t, (n, d) in zip(children, subtrees, defs):
         out += _axes_tree(s, t, what, d, n)
     return out
+
+
+def _of_an_argument(data: np.ndarray, leaves: list) -> bool:
+    """Whether ``data`` is an ndarray argument's memory (the argument, or a view of it)."""
+    owner = data if data.base is None else _owner(data)
+    return any(type(a) is np.ndarray and (a is owner or _owner(a) is owner) for a in leaves)
 
 
 def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = False) -> Callable:
@@ -1712,7 +2085,13 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = Fal
         level = Tape().level
         ins = []
         for leaf, axis in zip(leaves, axes):
-            if axis is None or leaf is None:
+            if axis is None and type(leaf) is np.ndarray and leaf.flags.writeable:
+                # the same array for every example: each example's program would write it
+                # in turn, which one batched write cannot follow, so writes are refused
+                shared = leaf.view()
+                shared.flags.writeable = False
+                ins.append(shared)
+            elif axis is None or leaf is None:
                 ins.append(leaf)
             elif type(leaf) is np.ndarray and axis % leaf.ndim == 0:
                 ins.append(Batched(leaf, level))  # what batch_in does with it, directly
@@ -1730,7 +2109,10 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = Fal
         results = []
         for o, axis in zip(outs, oaxes):
             if type(o) is Batched and o.level == level and axis in (0, -1 - o.ndim):
-                results.append(o.data)  # what batch_out does with it, directly
+                data = o.data  # what batch_out does with it, directly
+                if type(data) is np.ndarray and _of_an_argument(data, leaves):
+                    data = data.copy()  # a new array, as np.stack makes, not the argument's
+                results.append(data)
                 continue
             if axis is None:
                 if _batched_at(o, level):

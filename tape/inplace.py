@@ -48,7 +48,7 @@ from sensitivities.update import set_at
 
 from .duck_arrays import is_duck_array
 from .recording import Record, apply
-from .versions import OUTDATED, Moved, commit, keep_record, positions
+from .versions import MEMORY, OUTDATED, Moved, commit, keep_record, memory_of, positions
 
 __all__ = ["augmented", "set_item"]
 
@@ -58,7 +58,7 @@ def augmented(x: Any, f: Callable, v: Any) -> Any:
     NotImplemented where NumPy would rebind the name (a scalar value, as Python floats
     and NumPy scalars are immutable; a Dask or CuPy array)."""
     value = value_of(x)
-    if type(value) is not np.ndarray:
+    if memory_of(value) is None:
         return NotImplemented
     _check_view(x, "output array is read-only")
     probe = value.copy()  # NumPy's own errors for shape and casting, from NumPy
@@ -72,13 +72,14 @@ def augmented(x: Any, f: Callable, v: Any) -> Any:
 def set_item(x: Any, index: Any, v: Any) -> None:
     """``x[index] = v`` on node ``x``."""
     value = value_of(x)
-    if type(value) is not np.ndarray:
-        if is_duck_array(value):
+    if memory_of(value) is None:
+        if is_duck_array(value) and type(value) not in MEMORY:
             raise TypeError(
                 f"x[i] = v on a node holding a {type(value).__module__}.{type(value).__name__} "
                 "cannot be recorded; write x = tape.at(x)[i].set(v) instead"
             )
-        raise TypeError(f"'{type(value).__name__}' object does not support item assignment")
+        kind = value.dtype.type if type(value) in MEMORY else type(value)  # a batch: its scalars'
+        raise TypeError(f"'{kind.__name__}' object does not support item assignment")
     _check_view(x, "assignment destination is read-only")
     probe = value.copy()
     probe[index] = value_of(v)  # NumPy's own errors: shape, casting, bounds

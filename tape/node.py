@@ -686,10 +686,21 @@ def _root(x: Any) -> Any:
 
 
 def _called_from_compiled_code(frame: Any) -> bool:
-    """Whether ``x[i] = v`` was called from compiled code (np.random.Generator.shuffle's
-    loop over a sequence): the nearest Python frame is then in a call, not at ``x[i] = v``."""
+    """Whether ``x[i] = v`` was called from NumPy's compiled shuffle (np.random.Generator.
+    shuffle's loop over a sequence): the nearest Python frame is then not at ``x[i] = v``
+    but in a call, on a line that names ``shuffle`` (read on this rare path only: a value
+    that is a view of the node written)."""
     try:
-        return frame.f_code.co_code[frame.f_lasti] not in _STORES
+        if frame.f_code.co_code[frame.f_lasti] in _STORES:
+            return False
+        line = frame.f_lineno
+        return any(
+            ins.argval == "shuffle"
+            and ins.positions is not None
+            and ins.positions.lineno == line
+            and ins.opname.startswith("LOAD_")
+            for ins in dis.get_instructions(frame.f_code)
+        )
     except (AttributeError, IndexError):
         return False
 

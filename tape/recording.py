@@ -51,7 +51,7 @@ from .errors import (
 )
 from .keywords import positional_call
 from .mutation import sealed, sealed_subclass
-from .versions import OUTDATED, VERSION, commit, note_view, positions, written
+from .versions import MEMORY, OUTDATED, VERSION, commit, note_view, positions, written
 
 __all__ = ["Record", "apply", "current", "plain", "innermost_tape", "record_primitive"]
 
@@ -223,7 +223,7 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     node_args = _NODE_ARGS.setdefault(node_args, node_args)
     kind = type(value)
     if kind is not _ndarray and (
-        kind is _float64 or kind is float or not isinstance(value, Record)
+        kind is _float64 or kind is float or not (isinstance(value, Record) or kind in MEMORY)
     ):
         return tape.branch(value, f, args, kwargs, vals, node_args, seal)
     record = tape.branch(value, f, args, kwargs, vals, node_args, seal)

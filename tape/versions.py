@@ -24,8 +24,22 @@ from sensitivities import registry
 
 __all__ = [
     "Alias", "Moved", "VERSION", "OUTDATED", "commit", "keep_record", "written", "note_view",
-    "positions",
+    "positions", "MEMORY", "memory_of",
 ]  # fmt: skip
+
+# Value types besides ndarray whose elements live in an ndarray that their views share, and
+# which are written in place as NumPy writes (vmap's batches): type -> the function that
+# gives that ndarray, or None for a value that is immutable (a batch of NumPy scalars).
+MEMORY: dict = {}
+
+
+def memory_of(value: Any) -> Any:
+    """The ndarray that holds ``value``'s elements: ``value`` itself for an ndarray, None
+    for a value that is not written in place (a float, a NumPy scalar, a Dask array)."""
+    if type(value) is np.ndarray:
+        return value
+    of = MEMORY.get(type(value))
+    return None if of is None else of(value)
 
 
 def _is_node(a: Any) -> bool:
@@ -147,8 +161,8 @@ def note_view(record: Any, args: tuple) -> Any:
     whose value it shares memory with, as NumPy would: a write to either side is then
     seen by the other (``tape.inplace``). It is registered on that node's root, once.
     Returns ``record``."""
-    value = registry.value_of(record.value)
-    if type(value) is not np.ndarray:
+    value = memory_of(registry.value_of(record.value))
+    if value is None:
         return record
     owner = _owner(value)
     for i in record.node_args:
@@ -158,9 +172,9 @@ def note_view(record: Any, args: tuple) -> Any:
         alias = a.alias
         if alias is not None and type(alias) is not Alias:
             continue  # a version, or the copy of a written node: no base of views
-        held = registry.value_of(a.value)
+        held = memory_of(registry.value_of(a.value))
         if held is value or (
-            type(held) is np.ndarray and _owner(held) is owner and np.may_share_memory(value, held)
+            held is not None and _owner(held) is owner and np.may_share_memory(value, held)
         ):
             if alias is None:
                 root = a

@@ -886,3 +886,24 @@ def test_a_view_as_another_dtype_is_refused():
     assert x.view().value.base is not None and np.array_equal(x.view().value, X)
     with pytest.raises(TypeError, match=r"x.view\(dtype\) reinterprets .* no gradient"):
         x.view(np.int64)
+
+
+@pytest.mark.parametrize("spelling", ["statement", "method", "operator"])
+def test_an_overlapping_write_of_a_view_into_its_base_in_every_spelling(spelling):
+    import operator
+
+    write = {
+        "statement": lambda y: y.__class__.__setitem__(y, slice(1, None), y[:-1]),
+        "method": lambda y: y.__setitem__(slice(1, None), y[:-1]),
+        "operator": lambda y: operator.setitem(y, slice(1, None), y[:-1]),
+    }[spelling]
+
+    def f(x):
+        y = x * 1.0
+        write(y)
+        return np.sum(y * np.arange(1.0, 7.0))
+
+    x = np.linspace(0.5, 3.0, 6)
+    value, (g,) = value_and_grad(f)(x)
+    assert np.isclose(value, f(x.copy()))  # NumPy's program on an ndarray
+    np.testing.assert_allclose(g, numeric_grad(f, (x,), 0), rtol=1e-7, atol=1e-9)
