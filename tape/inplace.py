@@ -48,7 +48,7 @@ from sensitivities.update import set_at
 
 from .duck_arrays import is_duck_array
 from .recording import Record, apply
-from .versions import OUTDATED, Moved, commit, keep_record, positions
+from .versions import commit, positions
 
 __all__ = ["augmented", "set_item"]
 
@@ -126,27 +126,4 @@ def _write(x: Any, new: Any) -> None:
         # the positions of a view that can be written select each element once: no
         # rounds for repeated indices to look for
         new, x = _cast(set_at(root, index, new), value_of(root)), root
-    commit(x, new)
-    _refresh(x)
-
-
-def _refresh(root: Any) -> None:
-    """Give every view of ``root`` its value from the root's new one, at NumPy's cost (no
-    record), in the order they were made, so that a view's parent is always done first;
-    each is recorded again only when next used (``OUTDATED``)."""
-    records = root.tape.records
-    for pos in root.alias.views:
-        if pos >= len(records):
-            continue
-        view = records[pos]
-        if type(view.alias) is Moved:
-            view = view.alias.node
-        alias = view.alias
-        if alias is None or alias.root is not root:
-            continue  # a position that a failed call gave back, now another record's
-        _, f, args, kwargs = alias.made
-        if alias.latest is None:
-            keep_record(view)
-        vals = [a.value if isinstance(a, Record) and a.tape is view.tape else a for a in args]
-        view.value = f(*vals, **kwargs) if kwargs else f(*vals)
-        alias.latest = OUTDATED
+    commit(x, new)  # its views take their values from the new one when next read

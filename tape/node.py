@@ -367,7 +367,7 @@ class Node(Record):
         is cast to ``x``'s dtype and must broadcast to ``x[index]``, with NumPy's errors.
         A node holding a Python float or a NumPy scalar has no items, as in NumPy."""
         alias = getattr(value, "alias", None)
-        if alias is not None and alias.view_of is not None and alias.view_of[0] is self:
+        if alias is not None and alias.made is not None and alias.made[0] is self:
             if _called_from_compiled_code(sys._getframe(1)):
                 raise TypeError(COMPILED_SWAP)
         set_item(self, index, value)

@@ -23,8 +23,8 @@ import numpy as np
 from sensitivities import registry
 
 __all__ = [
-    "Alias", "Moved", "VERSION", "OUTDATED", "commit", "keep_record", "written", "note_view",
-    "positions",
+    "Alias", "Moved", "VERSION", "OUTDATED", "commit", "keep_record", "stale", "written",
+    "note_view", "positions",
 ]  # fmt: skip
 
 
@@ -49,7 +49,7 @@ class Alias:
     its own positions, ``np.arange`` in its shape, once a view needed them.
     """
 
-    __slots__ = ("latest", "views", "root", "made", "mapped")
+    __slots__ = ("latest", "views", "root", "made", "mapped", "version", "layout")
 
     def __init__(self, root: Any = None, made: tuple | None = None) -> None:
         self.latest = None
@@ -57,6 +57,11 @@ class Alias:
         self.root = root
         self.made = made
         self.mapped = None
+        # a root's: the writes so far; a view's: the root's count its value reflects
+        self.version = 0
+        # a root's: its value's strides; a view's: (byte offset in the root's memory,
+        # shape, strides, dtype, writeable), which give its value from the root's
+        self.layout = None
 
 
 class _Version:
@@ -108,6 +113,8 @@ def commit(x: Any, new: Any) -> None:
     new.alias = VERSION
     x.value = new.value
     alias.latest = new
+    if alias.root is None:
+        alias.version += 1  # its views take their values from the new one when read
 
 
 def keep_record(x: Any) -> None:
@@ -115,7 +122,7 @@ def keep_record(x: Any) -> None:
     same class, the same slots, no alias)."""
     records = x.tape.records
     if records[x.pos] is x:
-        old = object.__new__(type(x))
+        old = object.__new__(_plain.get(type(x), type(x)))
         for cls in type(x).__mro__:
             for name in getattr(cls, "__slots__", ()):
                 if name != "__weakref__" and hasattr(x, name):
@@ -124,11 +131,18 @@ def keep_record(x: Any) -> None:
         records[x.pos] = old
 
 
+def stale(alias: Any) -> bool:
+    """Whether a node with ``alias`` was written, or is a view whose root was since."""
+    return alias.latest is not None or (
+        alias.root is not None and alias.version != alias.root.alias.version
+    )
+
+
 def written(args: Any) -> bool:
     """Whether ``args`` (or a list or tuple there) holds a node written in place."""
     for a in args:
         if _is_node(a):
-            if a.alias is not None and a.alias.latest is not None:
+            if a.alias is not None and stale(a.alias):
                 return True
         elif (type(a) is list or type(a) is tuple) and written(a):
             return True
@@ -171,9 +185,91 @@ def note_view(record: Any, args: tuple) -> Any:
                 root = alias.root
                 alias = root.alias
             alias.views.append(record.pos)
-            record.alias = Alias(root, (a, record.f, args, record.kwargs))
+            view = record.alias = Alias(root, (a, record.f, args, record.kwargs))
+            root_value = registry.value_of(root.value)
+            if type(root_value) is np.ndarray and type(root.value) is np.ndarray:
+                if alias.layout is None:
+                    alias.layout = root_value.strides
+                if root_value.strides == alias.layout and type(record.value) is np.ndarray:
+                    offset = _address(value) - _address(root_value)
+                    view.layout = (offset, value.shape, value.strides, value.dtype,
+                                   value.flags.writeable)  # fmt: skip
+            view.version = alias.version
+            record.__class__ = _lazy_class(type(record))
             return record
     return record
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+class _Based:
+    """What ``np.asarray`` takes to make an array of given geometry in the memory of
+    ``base``, which it keeps alive (as ``np.lib.stride_tricks.as_strided`` does)."""
+
+    def __init__(self, interface: dict, base: np.ndarray) -> None:
+        self.__array_interface__ = interface
+        self.base = base
+
+
+def _value_of_view(view: Any, alias: Alias) -> Any:
+    """``view``'s value for its root's current one: the same memory at the same offset
+    and strides (NumPy's layout, so that a later reshape or ravel copies or views as
+    NumPy does) in O(1); else, where the root's value was laid out anew, the call that
+    made it on its parent's value."""
+    root_value = alias.root.value
+    if alias.layout is not None and root_value.strides == alias.root.alias.layout:
+        offset, shape, strides, dtype, writeable = alias.layout
+        interface = {
+            "version": 3,
+            "shape": shape,
+            "strides": strides,
+            "typestr": dtype.str,
+            "descr": dtype.descr,
+            "data": (_address(root_value) + offset, not writeable),
+        }
+        value = np.asarray(_Based(interface, root_value))
+        return value if value.dtype == dtype else value.view(dtype)
+    _, f, args, kwargs = alias.made
+    vals = [a.value if _is_node(a) and a.tape is view.tape else a for a in args]
+    return f(*vals, **kwargs) if kwargs else f(*vals)
+
+
+_slot = None
+_lazy: dict = {}
+_plain: dict = {}
+
+
+def _lazy_class(cls: type) -> type:
+    """``cls`` with a ``value`` that a view takes from its root when the root was written
+    since it was read: a write costs nothing per view, a read O(1) per view read."""
+    lazy = _lazy.get(cls)
+    if lazy is not None or cls in _plain:
+        return lazy or cls
+    global _slot
+    from .recording import Record
+
+    slot = _slot = Record.__dict__["value"]
+
+    def get(self: Any) -> Any:
+        alias = self.alias
+        if type(alias) is Alias and alias.root is not None:
+            root = alias.root.alias
+            if alias.version != root.version:
+                alias.version = root.version  # first: the copy kept takes the old value
+                if alias.latest is None:
+                    keep_record(self)
+                slot.__set__(self, _value_of_view(self, alias))
+                alias.latest = OUTDATED
+        return slot.__get__(self, cls)
+
+    lazy = type(cls.__name__, (cls,), {"__slots__": (), "value": property(get, slot.__set__)})
+    lazy.__module__ = cls.__module__
+    lazy.__qualname__ = cls.__qualname__
+    _lazy[cls] = lazy
+    _plain[lazy] = cls
+    return lazy
 
 
 def positions(view: Any) -> Any:
