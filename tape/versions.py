@@ -192,8 +192,9 @@ def note_view(record: Any, args: tuple) -> Any:
                     alias.layout = root_value.strides
                 if root_value.strides == alias.layout and type(record.value) is np.ndarray:
                     offset = _address(value) - _address(root_value)
-                    view.layout = (offset, value.shape, value.strides, value.dtype,
-                                   value.flags.writeable)  # fmt: skip
+                    # writeable as NumPy's view is only where the root's value is
+                    writeable = value.flags.writeable if root_value.flags.writeable else None
+                    view.layout = (offset, value.shape, value.strides, value.dtype, writeable)
             view.version = alias.version
             record.__class__ = _lazy_class(type(record))
             return record
@@ -227,7 +228,7 @@ def _value_of_view(view: Any, alias: Alias) -> Any:
             "strides": strides,
             "typestr": dtype.str,
             "descr": dtype.descr,
-            "data": (_address(root_value) + offset, not writeable),
+            "data": (_address(root_value) + offset, writeable is not True),
         }
         value = np.asarray(_Based(interface, root_value))
         return value if value.dtype == dtype else value.view(dtype)
@@ -278,6 +279,10 @@ def positions(view: Any) -> Any:
     cannot map them. Found once per view, by repeating the call that made it on its
     parent's positions (a root's are ``np.arange``): a loop up the views' parents to the
     first whose positions are known, then one call per view on the way down."""
+    if view.alias.mapped is None and view.alias.layout is not None:
+        mapped = _positions_from_layout(view.alias)
+        if mapped is not None:
+            view.alias.mapped = mapped
     chain = []
     node = view
     while node.alias is not None and node.alias.root is not None:
@@ -294,6 +299,36 @@ def positions(view: Any) -> Any:
             mapped = _map(node, mapped)
         node.alias.mapped = mapped
     return mapped
+
+
+def _positions_from_layout(alias: Alias) -> Any:
+    """A view's positions from its geometry in its root's memory, in O(1) whatever the
+    chain of views that made it; None where that geometry does not give them (another
+    dtype, a root whose value is not laid out in C order)."""
+    root = alias.root
+    held = root.value
+    offset, shape, strides, dtype, writeable = alias.layout
+    size = dtype.itemsize
+    if writeable is None or dtype != held.dtype or offset % size or any(s % size for s in strides):
+        return None
+    c_strides, step = [], size
+    for n in reversed(held.shape):
+        c_strides.append(step)
+        step *= n
+    if root.alias.layout != tuple(reversed(c_strides)):
+        return None
+    base = root.alias.mapped
+    if base is None:
+        base = root.alias.mapped = np.arange(held.size).reshape(held.shape)
+    unit = base.itemsize
+    interface = {
+        "version": 3,
+        "shape": shape,
+        "strides": tuple(s // size * unit for s in strides),
+        "typestr": base.dtype.str,
+        "data": (_address(base) + offset // size * unit, not writeable),
+    }
+    return np.asarray(_Based(interface, base))
 
 
 def _map(view: Any, parent_positions: np.ndarray) -> Any:

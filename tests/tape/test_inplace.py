@@ -886,3 +886,40 @@ def test_a_view_as_another_dtype_is_refused():
     assert x.view().value.base is not None and np.array_equal(x.view().value, X)
     with pytest.raises(TypeError, match=r"x.view\(dtype\) reinterprets .* no gradient"):
         x.view(np.int64)
+
+
+def _calls_of_one_write(views: int, chain: bool) -> int:
+    """The Python and C calls made by one write to a root with ``views`` views made
+    before (each of the last one when ``chain``), and a read of the last view."""
+    import gc
+    import sys
+
+    x = Leaf(Tape(), np.linspace(0.0, 1.0, 12))
+    made = [x]
+    for _ in range(views):
+        made.append((made[-1] if chain else x).reshape(3, 4).reshape(-1))
+    last = made[-1]
+    calls = 0
+
+    def count(frame, event, arg):
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+
+    gc.disable()  # a collection's callbacks are no calls of the write
+    sys.setprofile(count)
+    try:
+        x += 1.0
+        total = np.sum(last).value
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+    np.testing.assert_allclose(total, np.sum(np.linspace(0.0, 1.0, 12) + 1.0))
+    return calls
+
+
+@pytest.mark.parametrize("chain", [False, True])
+def test_write_cost_does_not_grow_with_views(chain):
+    # a write gives the views of its root nothing: each takes its value when read
+    _calls_of_one_write(1, chain)  # caches filled on first use
+    assert _calls_of_one_write(200, chain) <= _calls_of_one_write(1, chain) + 10
