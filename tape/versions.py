@@ -233,6 +233,17 @@ def _value_of_view(view: Any, alias: Alias) -> Any:
         value = np.asarray(_Based(interface, root_value))
         return value if value.dtype == dtype else value.view(dtype)
     _, f, args, kwargs = alias.made
+    stale_parents = []  # each takes its value first, its own parent done: no recursion
+    parent = alias.made[0]
+    while (
+        type(parent.alias) is Alias
+        and parent.alias.root is not None
+        and parent.alias.version != parent.alias.root.alias.version
+    ):
+        stale_parents.append(parent)
+        parent = parent.alias.made[0]
+    for parent in reversed(stale_parents):
+        _ = parent.value
     vals = [a.value if _is_node(a) and a.tape is view.tape else a for a in args]
     return f(*vals, **kwargs) if kwargs else f(*vals)
 

@@ -923,3 +923,22 @@ def test_write_cost_does_not_grow_with_views(chain):
     # a write gives the views of its root nothing: each takes its value when read
     _calls_of_one_write(1, chain)  # caches filled on first use
     assert _calls_of_one_write(200, chain) <= _calls_of_one_write(1, chain) + 10
+
+
+def test_deep_chain_of_views_of_a_strided_root():
+    # the root's value is laid out anew by its first write: its views, made before,
+    # take their values by their calls, a loop down the chain, not a recursion
+    def program(y):
+        root = y
+        for _ in range(3000):
+            y = y[::1]
+        part = y[2:5]
+        root += 1.0
+        head = y[:4] * 1
+        part += 1
+        return root, head, part
+
+    expected = program(np.arange(40.0)[::2])
+    got = program(Leaf(Tape(), np.arange(40.0)[::2]))
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(g.value, e)
