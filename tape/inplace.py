@@ -23,13 +23,14 @@ is no view, never an intermediate view. A function that hands back its argument'
 array (``np.squeeze(a) is a`` where there is nothing to squeeze) makes a view of all of it.
 
 - A write to a view is a write to its root, at the flat positions the view covers
-  (``versions.positions``: the calls that made the view, repeated once on
-  ``np.arange``, composed down the chain of views by a loop and kept).
-- A write to a root gives every view registered on it its new value at once, by one
-  NumPy call each (the call that made it, on its parent's new value, in the order they
-  were made), and no record; a view is recorded again, from the root's latest version
-  at its positions, only when next used. A write costs one update of the root whatever
-  the depth of the view written, and one NumPy call per view of its root.
+  (``versions.positions``: from the view's offset and strides in the root's memory, or
+  the calls that made it repeated once on ``np.arange`` down the chain, and kept).
+- A write to a root counts a new version of it (``alias.version``) and touches no view:
+  a view takes its value from the root's current one when next read (its ``value`` is a
+  property, for views only), the same memory at the same offset and strides, and is
+  recorded again, from the root's latest version at its positions, only when next used.
+  A write costs one update of the root whatever the number of views and the depth of
+  the view written.
 
 A write of a value that carries no gradient (``x //= c``, whose floor has a zero
 derivative) is recorded as ``at(x)[...].set(value)``: the old value gets no gradient.

@@ -9,9 +9,10 @@ business; this module records nothing.
 One mechanism for views and versions: memory shared between nodes belongs to a *root*,
 a node that is no view; every view, a view of a view included, names that root directly
 and is registered on it once, in the order views were made. A write is a write to a
-root; it gives the root a new version and each of its views its new value, one loop over
-them, never a recursion. A version record carries ``VERSION``, a marker with nothing to
-assign into: nothing shared between programs is ever written.
+root; it gives the root a new version and touches none of its views: each takes its
+value from the root's current one when read, at its offset and strides in the root's
+memory (``_lazy_class``), never a recursion. A version record carries ``VERSION``, a
+marker with nothing to assign into: nothing shared between programs is ever written.
 """
 
 from __future__ import annotations
