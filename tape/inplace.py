@@ -23,13 +23,14 @@ is no view, never an intermediate view. A function that hands back its argument'
 array (``np.squeeze(a) is a`` where there is nothing to squeeze) makes a view of all of it.
 
 - A write to a view is a write to its root, at the flat positions the view covers
-  (``versions.positions``: the calls that made the view, repeated once on
-  ``np.arange``, composed down the chain of views by a loop and kept).
-- A write to a root gives every view registered on it its new value at once, by one
-  NumPy call each (the call that made it, on its parent's new value, in the order they
-  were made), and no record; a view is recorded again, from the root's latest version
-  at its positions, only when next used. A write costs one update of the root whatever
-  the depth of the view written, and one NumPy call per view of its root.
+  (``versions.positions``: from the view's offset and strides in the root's memory, or
+  the calls that made it repeated once on ``np.arange`` down the chain, and kept).
+- A write to a root counts a new version of it (``alias.version``) and touches no view:
+  a view takes its value from the root's current one when next read (its ``value`` is a
+  property, for views only), the same memory at the same offset and strides, and is
+  recorded again, from the root's latest version at its positions, only when next used.
+  A write costs one update of the root whatever the number of views and the depth of
+  the view written.
 
 A write of a value that carries no gradient (``x //= c``, whose floor has a zero
 derivative) is recorded as ``at(x)[...].set(value)``: the old value gets no gradient.
@@ -48,7 +49,7 @@ from sensitivities.update import set_at
 
 from .duck_arrays import is_duck_array
 from .recording import Record, apply
-from .versions import MEMORY, OUTDATED, Moved, commit, keep_record, memory_of, positions
+from .versions import MEMORY, commit, memory_of, positions
 
 __all__ = ["augmented", "set_item"]
 
@@ -127,27 +128,4 @@ def _write(x: Any, new: Any) -> None:
         # the positions of a view that can be written select each element once: no
         # rounds for repeated indices to look for
         new, x = _cast(set_at(root, index, new), value_of(root)), root
-    commit(x, new)
-    _refresh(x)
-
-
-def _refresh(root: Any) -> None:
-    """Give every view of ``root`` its value from the root's new one, at NumPy's cost (no
-    record), in the order they were made, so that a view's parent is always done first;
-    each is recorded again only when next used (``OUTDATED``)."""
-    records = root.tape.records
-    for pos in root.alias.views:
-        if pos >= len(records):
-            continue
-        view = records[pos]
-        if type(view.alias) is Moved:
-            view = view.alias.node
-        alias = view.alias
-        if alias is None or alias.root is not root:
-            continue  # a position that a failed call gave back, now another record's
-        _, f, args, kwargs = alias.made
-        if alias.latest is None:
-            keep_record(view)
-        vals = [a.value if isinstance(a, Record) and a.tape is view.tape else a for a in args]
-        view.value = f(*vals, **kwargs) if kwargs else f(*vals)
-        alias.latest = OUTDATED
+    commit(x, new)  # its views take their values from the new one when next read

@@ -51,7 +51,7 @@ from .errors import (
 )
 from .keywords import positional_call
 from .mutation import sealed, sealed_subclass
-from .versions import MEMORY, OUTDATED, VERSION, commit, note_view, positions, written
+from .versions import MEMORY, OUTDATED, VERSION, commit, note_view, positions, stale, written
 
 __all__ = ["Record", "apply", "current", "plain", "innermost_tape", "record_primitive"]
 
@@ -69,7 +69,11 @@ def current(node: Any) -> Any:
     """The record of ``node``'s current value: ``node`` itself unless it was written in
     place, else the record of its latest version. Anything else is returned as it is."""
     alias = getattr(node, "alias", None)
-    if alias is None or alias.latest is None:
+    if alias is None:
+        return node
+    if alias.root is not None and alias.version != alias.root.alias.version:
+        _ = node.value  # a view whose root was written takes its value: OUTDATED
+    if alias.latest is None:
         return node
     if alias.latest is OUTDATED:
         _remake(node)
@@ -85,6 +89,8 @@ def _remake(view: Any) -> None:
     chain = [view]
     while type(positions(chain[-1])) is str:
         parent = chain[-1].alias.made[0]
+        if parent.alias is not None and stale(parent.alias):
+            _ = parent.value  # a view whose root was written takes its value: OUTDATED
         if parent.alias is None or parent.alias.latest is not OUTDATED:
             break
         chain.append(parent)
@@ -157,7 +163,7 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     tape = None  # innermost_tape(args), inline: a call fewer on every record
     for a in args:
         if isinstance(a, Record):
-            if a.alias is not None and a.alias.latest is not None:
+            if a.alias is not None and stale(a.alias):
                 return _apply_current(f, args, kwargs)  # a node written in place
             if tape is None or (a.tape is not tape and a.tape.level > tape.level):
                 tape = a.tape

@@ -9,9 +9,10 @@ business; this module records nothing.
 One mechanism for views and versions: memory shared between nodes belongs to a *root*,
 a node that is no view; every view, a view of a view included, names that root directly
 and is registered on it once, in the order views were made. A write is a write to a
-root; it gives the root a new version and each of its views its new value, one loop over
-them, never a recursion. A version record carries ``VERSION``, a marker with nothing to
-assign into: nothing shared between programs is ever written.
+root; it gives the root a new version and touches none of its views: each takes its
+value from the root's current one when read, at its offset and strides in the root's
+memory (``_lazy_class``), never a recursion. A version record carries ``VERSION``, a
+marker with nothing to assign into: nothing shared between programs is ever written.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import numpy as np
 from sensitivities import registry
 
 __all__ = [
-    "Alias", "Moved", "VERSION", "OUTDATED", "commit", "keep_record", "written", "note_view",
-    "positions", "MEMORY", "memory_of",
+    "Alias", "Moved", "VERSION", "OUTDATED", "commit", "keep_record", "stale", "written",
+    "note_view", "positions", "MEMORY", "memory_of",
 ]  # fmt: skip
 
 # Value types besides ndarray whose elements live in an ndarray that their views share, and
@@ -63,7 +64,7 @@ class Alias:
     its own positions, ``np.arange`` in its shape, once a view needed them.
     """
 
-    __slots__ = ("latest", "views", "root", "made", "mapped")
+    __slots__ = ("latest", "views", "root", "made", "mapped", "version", "layout")
 
     def __init__(self, root: Any = None, made: tuple | None = None) -> None:
         self.latest = None
@@ -71,6 +72,11 @@ class Alias:
         self.root = root
         self.made = made
         self.mapped = None
+        # a root's: the writes so far; a view's: the root's count its value reflects
+        self.version = 0
+        # a root's: its value's strides; a view's: (byte offset in the root's memory,
+        # shape, strides, dtype, writeable), which give its value from the root's
+        self.layout = None
 
 
 class _Version:
@@ -122,6 +128,8 @@ def commit(x: Any, new: Any) -> None:
     new.alias = VERSION
     x.value = new.value
     alias.latest = new
+    if alias.root is None:
+        alias.version += 1  # its views take their values from the new one when read
 
 
 def keep_record(x: Any) -> None:
@@ -129,7 +137,7 @@ def keep_record(x: Any) -> None:
     same class, the same slots, no alias)."""
     records = x.tape.records
     if records[x.pos] is x:
-        old = object.__new__(type(x))
+        old = object.__new__(_plain.get(type(x), type(x)))
         for cls in type(x).__mro__:
             for name in getattr(cls, "__slots__", ()):
                 if name != "__weakref__" and hasattr(x, name):
@@ -138,11 +146,18 @@ def keep_record(x: Any) -> None:
         records[x.pos] = old
 
 
+def stale(alias: Any) -> bool:
+    """Whether a node with ``alias`` was written, or is a view whose root was since."""
+    return alias.latest is not None or (
+        alias.root is not None and alias.version != alias.root.alias.version
+    )
+
+
 def written(args: Any) -> bool:
     """Whether ``args`` (or a list or tuple there) holds a node written in place."""
     for a in args:
         if _is_node(a):
-            if a.alias is not None and a.alias.latest is not None:
+            if a.alias is not None and stale(a.alias):
                 return True
         elif (type(a) is list or type(a) is tuple) and written(a):
             return True
@@ -185,9 +200,103 @@ def note_view(record: Any, args: tuple) -> Any:
                 root = alias.root
                 alias = root.alias
             alias.views.append(record.pos)
-            record.alias = Alias(root, (a, record.f, args, record.kwargs))
+            view = record.alias = Alias(root, (a, record.f, args, record.kwargs))
+            root_value = registry.value_of(root.value)
+            if type(root_value) is np.ndarray and type(root.value) is np.ndarray:
+                if alias.layout is None:
+                    alias.layout = root_value.strides
+                if root_value.strides == alias.layout and type(record.value) is np.ndarray:
+                    offset = _address(value) - _address(root_value)
+                    # writeable as NumPy's view is only where the root's value is
+                    writeable = value.flags.writeable if root_value.flags.writeable else None
+                    view.layout = (offset, value.shape, value.strides, value.dtype, writeable)
+            view.version = alias.version
+            record.__class__ = _lazy_class(type(record))
             return record
     return record
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+class _Based:
+    """What ``np.asarray`` takes to make an array of given geometry in the memory of
+    ``base``, which it keeps alive (as ``np.lib.stride_tricks.as_strided`` does)."""
+
+    def __init__(self, interface: dict, base: np.ndarray) -> None:
+        self.__array_interface__ = interface
+        self.base = base
+
+
+def _value_of_view(view: Any, alias: Alias) -> Any:
+    """``view``'s value for its root's current one: the same memory at the same offset
+    and strides (NumPy's layout, so that a later reshape or ravel copies or views as
+    NumPy does) in O(1); else, where the root's value was laid out anew, the call that
+    made it on its parent's value."""
+    root_value = alias.root.value
+    if alias.layout is not None and root_value.strides == alias.root.alias.layout:
+        offset, shape, strides, dtype, writeable = alias.layout
+        interface = {
+            "version": 3,
+            "shape": shape,
+            "strides": strides,
+            "typestr": dtype.str,
+            "descr": dtype.descr,
+            "data": (_address(root_value) + offset, writeable is not True),
+        }
+        value = np.asarray(_Based(interface, root_value))
+        return value if value.dtype == dtype else value.view(dtype)
+    _, f, args, kwargs = alias.made
+    stale_parents = []  # each takes its value first, its own parent done: no recursion
+    parent = alias.made[0]
+    while (
+        type(parent.alias) is Alias
+        and parent.alias.root is not None
+        and parent.alias.version != parent.alias.root.alias.version
+    ):
+        stale_parents.append(parent)
+        parent = parent.alias.made[0]
+    for parent in reversed(stale_parents):
+        _ = parent.value
+    vals = [a.value if _is_node(a) and a.tape is view.tape else a for a in args]
+    return f(*vals, **kwargs) if kwargs else f(*vals)
+
+
+_slot = None
+_lazy: dict = {}
+_plain: dict = {}
+
+
+def _lazy_class(cls: type) -> type:
+    """``cls`` with a ``value`` that a view takes from its root when the root was written
+    since it was read: a write costs nothing per view, a read O(1) per view read."""
+    lazy = _lazy.get(cls)
+    if lazy is not None or cls in _plain:
+        return lazy or cls
+    global _slot
+    from .recording import Record
+
+    slot = _slot = Record.__dict__["value"]
+
+    def get(self: Any) -> Any:
+        alias = self.alias
+        if type(alias) is Alias and alias.root is not None:
+            root = alias.root.alias
+            if alias.version != root.version:
+                alias.version = root.version  # first: the copy kept takes the old value
+                if alias.latest is None:
+                    keep_record(self)
+                slot.__set__(self, _value_of_view(self, alias))
+                alias.latest = OUTDATED
+        return slot.__get__(self, cls)
+
+    lazy = type(cls.__name__, (cls,), {"__slots__": (), "value": property(get, slot.__set__)})
+    lazy.__module__ = cls.__module__
+    lazy.__qualname__ = cls.__qualname__
+    _lazy[cls] = lazy
+    _plain[lazy] = cls
+    return lazy
 
 
 def positions(view: Any) -> Any:
@@ -196,6 +305,10 @@ def positions(view: Any) -> Any:
     cannot map them. Found once per view, by repeating the call that made it on its
     parent's positions (a root's are ``np.arange``): a loop up the views' parents to the
     first whose positions are known, then one call per view on the way down."""
+    if view.alias.mapped is None and view.alias.layout is not None:
+        mapped = _positions_from_layout(view.alias)
+        if mapped is not None:
+            view.alias.mapped = mapped
     chain = []
     node = view
     while node.alias is not None and node.alias.root is not None:
@@ -212,6 +325,36 @@ def positions(view: Any) -> Any:
             mapped = _map(node, mapped)
         node.alias.mapped = mapped
     return mapped
+
+
+def _positions_from_layout(alias: Alias) -> Any:
+    """A view's positions from its geometry in its root's memory, in O(1) whatever the
+    chain of views that made it; None where that geometry does not give them (another
+    dtype, a root whose value is not laid out in C order)."""
+    root = alias.root
+    held = root.value
+    offset, shape, strides, dtype, writeable = alias.layout
+    size = dtype.itemsize
+    if writeable is None or dtype != held.dtype or offset % size or any(s % size for s in strides):
+        return None
+    c_strides, step = [], size
+    for n in reversed(held.shape):
+        c_strides.append(step)
+        step *= n
+    if root.alias.layout != tuple(reversed(c_strides)):
+        return None
+    base = root.alias.mapped
+    if base is None:
+        base = root.alias.mapped = np.arange(held.size).reshape(held.shape)
+    unit = base.itemsize
+    interface = {
+        "version": 3,
+        "shape": shape,
+        "strides": tuple(s // size * unit for s in strides),
+        "typestr": base.dtype.str,
+        "data": (_address(base) + offset // size * unit, not writeable),
+    }
+    return np.asarray(_Based(interface, base))
 
 
 def _map(view: Any, parent_positions: np.ndarray) -> Any:

@@ -907,3 +907,59 @@ def test_an_overlapping_write_of_a_view_into_its_base_in_every_spelling(spelling
     value, (g,) = value_and_grad(f)(x)
     assert np.isclose(value, f(x.copy()))  # NumPy's program on an ndarray
     np.testing.assert_allclose(g, numeric_grad(f, (x,), 0), rtol=1e-7, atol=1e-9)
+
+
+def _calls_of_one_write(views: int, chain: bool) -> int:
+    """The Python and C calls made by one write to a root with ``views`` views made
+    before (each of the last one when ``chain``), and a read of the last view."""
+    import gc
+    import sys
+
+    x = Leaf(Tape(), np.linspace(0.0, 1.0, 12))
+    made = [x]
+    for _ in range(views):
+        made.append((made[-1] if chain else x).reshape(3, 4).reshape(-1))
+    last = made[-1]
+    calls = 0
+
+    def count(frame, event, arg):
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+
+    gc.disable()  # a collection's callbacks are no calls of the write
+    sys.setprofile(count)
+    try:
+        x += 1.0
+        total = np.sum(last).value
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+    np.testing.assert_allclose(total, np.sum(np.linspace(0.0, 1.0, 12) + 1.0))
+    return calls
+
+
+@pytest.mark.parametrize("chain", [False, True])
+def test_write_cost_does_not_grow_with_views(chain):
+    # a write gives the views of its root nothing: each takes its value when read
+    _calls_of_one_write(1, chain)  # caches filled on first use
+    assert _calls_of_one_write(200, chain) <= _calls_of_one_write(1, chain) + 10
+
+
+def test_deep_chain_of_views_of_a_strided_root():
+    # the root's value is laid out anew by its first write: its views, made before,
+    # take their values by their calls, a loop down the chain, not a recursion
+    def program(y):
+        root = y
+        for _ in range(3000):
+            y = y[::1]
+        part = y[2:5]
+        root += 1.0
+        head = y[:4] * 1
+        part += 1
+        return root, head, part
+
+    expected = program(np.arange(40.0)[::2])
+    got = program(Leaf(Tape(), np.arange(40.0)[::2]))
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(g.value, e)
