@@ -17,7 +17,7 @@ import gc
 import threading
 from typing import Any
 
-from .interrupts import uninterrupted
+from .interrupts import critical, deliver, guard_handlers, uninterrupted
 
 __all__ = ["fewer_collections"]
 
@@ -41,19 +41,43 @@ class fewer_collections:
     True
     """
 
-    __slots__ = ()
+    __slots__ = ("counted",)
+
+    # A signal handler that raises (SIGALRM's, a program's own SIGINT handler) may do so at
+    # any call: the count and the flag change together, between calls, and whatever the
+    # handler interrupts is undone before its exception leaves, so the pace never outlives
+    # the block.
 
     def __enter__(self) -> None:
         global _passes, _thresholds
-        with uninterrupted(), _lock:
-            if _passes == 0:
-                _thresholds = gc.get_threshold()
-                gc.set_threshold(*_DURING_A_PASS)
-            _passes += 1
+        self.counted = False
+        try:
+            with uninterrupted(), _lock:
+                if _passes == 0:
+                    guard_handlers()
+                    _thresholds = gc.get_threshold()
+                    gc.set_threshold(*_DURING_A_PASS)
+                _passes += 1
+                self.counted = True
+        except BaseException:
+            self._undo()
+            raise
 
+    @critical
     def __exit__(self, *exc: Any) -> None:
+        try:
+            with uninterrupted(), _lock:
+                self._undo()
+        except BaseException:
+            self._undo()
+            raise
+        deliver()
+
+    @critical
+    def _undo(self) -> None:
         global _passes
-        with uninterrupted(), _lock:
+        if self.counted:
+            self.counted = False
             _passes -= 1
-            if _passes == 0:
-                gc.set_threshold(*_thresholds)
+        if _passes == 0 and gc.get_threshold() != _thresholds:
+            gc.set_threshold(*_thresholds)

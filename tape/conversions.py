@@ -41,7 +41,7 @@ from sensitivities.counterparts import sparse_operator
 from sensitivities.registry import value_of
 
 from .errors import passed_to_compiled
-from .interrupts import uninterrupted
+from .interrupts import critical, deliver, uninterrupted
 from .recording import Record, innermost_tape
 
 __all__ = ["converting", "library_code", "is_converting", "stacked"]
@@ -66,6 +66,7 @@ _converting: set = set()
 _ident = threading.get_ident
 
 
+@critical
 def _update() -> None:
     """Put this thread in ``_converting`` or take it out, after its state changed."""
     if _state.depth > 0 and not _state.off:
@@ -87,28 +88,51 @@ class converting:
 
     def __enter__(self) -> None:
         global _threads
-        self.counted = not _state.off
-        if not self.counted:
+        self.counted = False
+        if _state.off:
             return
-        with uninterrupted(), _lock:
-            if _threads == 0:
-                _swap_in()
-            _threads += 1
-            _state.depth += 1
-            if _state.depth == 1:
-                _state.sites = []
-            _update()
+        try:
+            with uninterrupted(), _lock:
+                if _threads == 0:
+                    _swap_in()
+                _threads += 1
+                _state.depth += 1
+                self.counted = True
+                if _state.depth == 1:
+                    _state.sites = []
+                _update()
+        except BaseException:  # a signal handler's exception: no swap outlives the call
+            self._undo()
+            raise
 
+    @critical
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
-        global _threads
         if not self.counted:
             return
-        with uninterrupted(), _lock:
-            _state.depth -= 1
-            _update()
+        try:
+            with uninterrupted(), _lock:
+                self._undo()
+        except BaseException:
+            self._undo()
+            raise
+        deliver()
+        self._explain(error)
+
+    @critical
+    def _undo(self) -> None:
+        # the counts and the flag change together, between calls: a signal handler that
+        # raises anywhere here leaves them whole, and the names come back all the same
+        global _threads
+        if self.counted:
+            self.counted = False
             _threads -= 1
-            if _threads == 0:
-                _swap_out()
+            _state.depth -= 1
+        _update()
+        if _threads == 0 and (_swapped or _swapped_methods):
+            _swap_out()
+
+    @staticmethod
+    def _explain(error: Any) -> None:
         if error is not None and _state.sites:
             # a node that a library kept for an ndarray and then handed to compiled code:
             # the error names the library's line, not the compiled code's complaint
@@ -165,6 +189,7 @@ def _swap_in() -> None:
         setattr(owner, name, wrapper)
 
 
+@critical
 def _swap_out() -> None:
     swapped = _swapped
     while swapped:

@@ -22,7 +22,7 @@ from sensitivities.registry import function_name, value_of
 
 from .batching import Batched
 from .errors import AnomalyError, describe
-from .interrupts import uninterrupted
+from .interrupts import critical, deliver, guard_handlers, uninterrupted
 from .node import Node
 from .observing import observe, observing, unobserve
 
@@ -131,13 +131,32 @@ class debug:
         anomaly = self._anomaly or (outer is not None and outer.anomaly)
         forward = self._forward if self._anomaly else (outer.forward if outer else True)
         observer = (_Anomalies if anomaly else _Sites)(forward)
-        with uninterrupted():  # a mode left on by a Ctrl-C here would outlive the block
-            self._tokens.append(observe(observer))
+        held = len(self._tokens)
+        guard_handlers()
+        try:
+            with uninterrupted():  # a mode left on by a Ctrl-C here would outlive the block
+                self._tokens.append(observe(observer))
+        except BaseException:
+            # a signal handler raised after the mode was set, before the block began
+            if len(self._tokens) > held:
+                unobserve(self._tokens.pop())
+            elif observing.get() is observer:
+                observing.set(outer)
+            raise
         return self
 
+    @critical
     def __exit__(self, *exc: Any) -> None:
-        with uninterrupted():
-            unobserve(self._tokens.pop())
+        token = self._tokens[-1]
+        try:
+            with uninterrupted():
+                unobserve(self._tokens.pop())
+        except BaseException:  # a signal handler's exception: the outer mode back all the same
+            if self._tokens and self._tokens[-1] is token:
+                self._tokens.pop()
+            observing.set(None if token.old_value is token.MISSING else token.old_value)
+            raise
+        deliver()
 
 
 class detect_anomaly(debug):

@@ -344,8 +344,7 @@ def _forward_and_reverse(
                 out = f(*args, **kwargs)
             value, grads, aux = _reverse(out, tape, inputs, nums, fname, who, has_aux)
         finally:
-            tape.records.clear()  # break node <-> tape cycles so memory goes back at once
-            tape.prints.clear()  # and a node the caller keeps holds no fingerprints
+            tape.release()  # memory back at once; a node the caller keeps holds its value only
     return value, (grads[0] if single else Gradients(grads)), aux
 
 

@@ -20,20 +20,57 @@ import signal
 import threading
 from typing import Any
 
-__all__ = ["uninterrupted"]
+__all__ = ["uninterrupted", "critical", "guard_handlers", "deliver"]
 
 _MAIN = threading.main_thread().ident
 _open = 0  # sections open in the main thread
-_pending: tuple | None = None  # (signum, frame) of an interrupt held back
+_pending: tuple | None = None  # (handler, signum, frame) of a signal held back
 _wrapped: Any = None  # the handler that ours defers to, once installed
+_critical: set = set()  # the code of the functions that undo state (``critical``)
+# the signals whose Python handlers a program (or pytest-timeout, or signal.alarm's
+# timeouts) may make raise; SIGINT's default handler is wrapped on its own (_deferring)
+_GUARDED = tuple(
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGALRM", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2")
+    if hasattr(signal, name)
+)
+
+
+def critical(function: Any) -> Any:
+    """Decorator: a signal whose handler ``guard_handlers`` wrapped, landing while
+    ``function`` runs its own code (from its first instruction, where Python checks for
+    signals before any line), is held back until ``deliver()``. For the ``__exit__``
+    methods that put global state back: their restore cannot be skipped."""
+    _critical.add(function.__code__)
+    return function
+
+
+def _held_back(frame: Any) -> bool:
+    return _open > 0 or (frame is not None and frame.f_code in _critical)
 
 
 def _deferring(signum: int, frame: Any) -> None:
     global _pending
-    if _open:
-        _pending = (signum, frame)
+    if _held_back(frame):
+        _pending = (_wrapped, signum, frame)
     else:
         _wrapped(signum, frame)
+
+
+class _Deferred:
+    """A program's own signal handler, held back inside tape's state changes."""
+
+    __slots__ = ("handler",)
+
+    def __init__(self, handler: Any) -> None:
+        self.handler = handler
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        global _pending
+        if _held_back(frame):
+            _pending = (self.handler, signum, frame)
+        else:
+            self.handler(signum, frame)
 
 
 def _install() -> None:
@@ -46,6 +83,33 @@ def _install() -> None:
         _wrapped = signal.default_int_handler
 
 
+def guard_handlers() -> None:
+    """In the main thread, wrap the Python handlers a program installed for the usual
+    signals so that they are held back inside tape's state changes (``uninterrupted``,
+    ``critical``): a handler that raises (a timeout's) then raises once the state is
+    whole, and no global setting outlives the call. The handler itself is kept."""
+    if threading.get_ident() != _MAIN:
+        return
+    for signum in _GUARDED:
+        handler = signal.getsignal(signum)
+        if callable(handler) and handler is not _deferring and type(handler) is not _Deferred:
+            if handler is signal.default_int_handler:
+                continue  # _install's
+            try:
+                signal.signal(signum, _Deferred(handler))
+            except ValueError:
+                return
+
+
+def deliver() -> None:
+    """Raise what a held-back signal's handler raises, now that the state is whole (the
+    last call of a ``critical`` function; nothing while a section is open)."""
+    global _pending
+    if _pending is not None and not _open and threading.get_ident() == _MAIN:
+        (handler, signum, frame), _pending = _pending, None
+        handler(signum, frame)
+
+
 class uninterrupted:
     """Context manager: a Ctrl-C that arrives inside it is raised when it ends.
 
@@ -55,6 +119,7 @@ class uninterrupted:
 
     __slots__ = ()
 
+    @critical
     def __enter__(self) -> None:
         global _open
         if threading.get_ident() == _MAIN:
@@ -62,11 +127,12 @@ class uninterrupted:
                 _install()
             _open += 1
 
+    @critical
     def __exit__(self, *exc: Any) -> None:
         global _open, _pending
         if threading.get_ident() == _MAIN:
             _open -= 1
             if not _open and _pending is not None:
-                held, _pending = _pending, None
-                if signal.getsignal(signal.SIGINT) is _deferring:
-                    _wrapped(*held)  # the interrupt, now that the state is whole
+                (handler, signum, frame), _pending = _pending, None
+                if handler is not _wrapped or signal.getsignal(signal.SIGINT) is _deferring:
+                    handler(signum, frame)  # the signal, now that the state is whole

@@ -24,6 +24,8 @@ import threading
 from contextvars import ContextVar
 from typing import Any
 
+from .interrupts import critical
+
 __all__ = ["observing", "observe", "rewriting", "rewrite", "unobserve"]
 
 observing: ContextVar[Any] = ContextVar("tape_observing", default=None)
@@ -34,6 +36,7 @@ observed = 0  # hooks set in any thread: while none is, a record reads one int
 _lock = threading.Lock()
 
 
+@critical
 def _count(step: int) -> None:
     global observed
     with _lock:
@@ -55,6 +58,7 @@ def rewrite(rewriter: Any) -> Any:
     return rewriting.set((rewriter,) + rewriting.get())
 
 
+@critical
 def unobserve(token: Any) -> None:
     """Undo the ``observe`` or ``rewrite`` that gave ``token``."""
     token.var.reset(token)

@@ -43,6 +43,7 @@ closures, through ``tape.observing``, which ``Tape.add`` consults.
 from __future__ import annotations
 
 import itertools
+from types import MappingProxyType
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -99,6 +100,24 @@ class Tape:
             observer = observing.observer()
             if observer is not None:
                 observer.recorded(record)
+
+    def release(self) -> None:
+        """Drop the records, and what each holds of the others: a node that the caller
+        keeps afterwards holds its own value only (its call's arguments, their values and
+        its fingerprints go, as PyTorch frees the saved tensors at ``backward()``). The
+        transforms release the tapes they make once their gradients are read; a node of
+        a released tape used again says that its tape is spent. A tape built by hand is
+        the user's, and keeps everything."""
+        for record in self.records:
+            if record.alias is not None:
+                getattr(record, "value", None)  # a view takes its value before its root goes
+                record.alias = None
+            record.seal = None
+            if isinstance(record, Branch):
+                record.args = record.vals = ()
+                record.kwargs = _NO_KEYWORDS
+        self.records.clear()
+        self.prints.clear()
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError("cannot pickle or copy a tape: its records cannot leave this process")
@@ -247,3 +266,6 @@ def _branch(tape: Tape, value: Any, f: Any, args: tuple, kwargs: Any, vals: tupl
 
 
 Tape.branch = _branch
+
+
+_NO_KEYWORDS: Any = MappingProxyType({})

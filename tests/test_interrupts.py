@@ -1,6 +1,12 @@
 """Ctrl-C at any point of a call leaves no state behind (a bounded storm; the long one is
 scripts/interrupt_storm.py)."""
 
+import signal
+
+import numpy as np
+import pytest
+
+import tape
 from tests.interrupt_storm import left_behind, storm
 
 
@@ -9,3 +15,55 @@ def test_interrupts_at_random_points_leave_nothing_behind():
     assert sum(interrupted.values()) > 100  # most calls were cut somewhere
     assert all(interrupted.values())  # every kind of call was
     assert not left_behind()
+
+
+class _Alarm(Exception):
+    """What a program's own signal handler raises (a timeout's, pytest-timeout's)."""
+
+
+def _raise_alarm(signum, frame):
+    raise _Alarm
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no interval timers here")
+def test_no_global_setting_outlives_a_call_whatever_the_handler_raises():
+    import gc
+    import random
+
+    import tape.conversions as conversions
+    from tape.observing import observing
+
+    thresholds = gc.get_threshold()
+    asarray = np.asarray
+    previous = signal.signal(signal.SIGALRM, _raise_alarm)
+    rng = random.Random(0)
+    hits = 0
+    calls = (
+        lambda: tape.grad(lambda x: np.sum(np.tanh(np.asarray(x)) ** 2))(np.ones(8)),
+        lambda: _with_anomaly(),
+        lambda: tape.value_and_grad(lambda x: np.sum(np.sin(x) * x))(np.ones(4)),
+    )
+    try:
+        for _ in range(400):
+            try:
+                try:
+                    signal.setitimer(signal.ITIMER_REAL, rng.uniform(1e-5, 4e-4))
+                    for _ in range(20):
+                        calls[rng.randrange(len(calls))]()
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            except _Alarm:
+                hits += 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert hits > 50  # the handler did land inside the calls
+    assert gc.get_threshold() == thresholds and gc.isenabled()
+    assert conversions._threads == 0 and np.asarray is asarray
+    assert observing.get() is None
+    assert tape.grad(np.sqrt)(0.0)[0] == np.inf  # no anomaly mode left on
+
+
+def _with_anomaly():
+    with tape.detect_anomaly():
+        tape.grad(lambda x: np.sum(x**2))(np.ones(3))

@@ -46,7 +46,8 @@ test_numpy_extra_implementations = implementation_test(IMPLEMENTED, value_rtol=1
 )
 def test_geomspace_values_are_numpys(start, stop, kwargs):
     want = np.geomspace(start, stop, **kwargs)
-    got = np.geomspace(Leaf(Tape(), start), stop, **kwargs).value
+    got = np.geomspace(Leaf(Tape(), start), stop, **kwargs)
+    got = getattr(got, "value", got)  # an integer dtype: a plain array, with no gradient
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
