@@ -28,8 +28,8 @@ from .registry import (
     sensitivity,
     value_of,
 )
-from .shape import astype
-from .update import at
+from .shape import astype, full_like_node, strided_view
+from .update import at, set_at
 
 # SciPy's special functions (ufuncs) and the counterparts of its other functions: imported
 # once the program imports SciPy, so that importing tape does not
@@ -48,6 +48,9 @@ __all__ = [
     "value_of",
     "function_name",
     "astype",
+    "full_like_node",
+    "strided_view",
+    "set_at",
     "broadcast_to",
     "expand_reduced",
     "lift",

@@ -1193,3 +1193,9 @@ def _(y, ybar, x, shape, strides):
 
 
 nondifferentiable(strided_positions)
+
+
+def full_like_node(a, fill_value, *args, **kwargs):
+    """``np.full_like(a, fill_value)`` with ``fill_value`` a node: what library code's
+    ``np.full_like`` records inside ``grad`` (``tape.conversions``)."""
+    return _full_like(a, fill_value, *args, **kwargs)

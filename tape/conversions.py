@@ -36,13 +36,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from sensitivities import astype
+from sensitivities import astype, full_like_node, strided_view
 from sensitivities.counterparts import sparse_operator
 from sensitivities.registry import value_of
 
 from .errors import passed_to_compiled
 from .interrupts import critical, deliver, uninterrupted
-from .recording import Record, innermost_tape
+from .recording import Record, extend, innermost_tape
 
 __all__ = ["converting", "library_code", "is_converting", "stacked"]
 
@@ -439,18 +439,14 @@ def _full(shape, fill_value, *args, **kwargs):
 
 def _full_like(a, fill_value, *args, **kwargs):
     if type(fill_value) is not float and _ident() in _converting and _held(fill_value):
-        from sensitivities.shape import _full_like as full_like
-
         _ORIGINAL_FULL_LIKE(value_of(a), value_of(fill_value), *args, **kwargs)  # NumPy's errors
-        return full_like(a, fill_value, *args, **kwargs)
+        return full_like_node(a, fill_value, *args, **kwargs)
     return _ORIGINAL_FULL_LIKE(a, fill_value, *args, **kwargs)
 
 
 def _as_strided(x, shape=None, strides=None, subok=False, writeable=True):
     # (as_strided is Python code: nothing to dispatch on, its arguments can be named)
     if type(x) is not _ndarray and _ident() in _converting and isinstance(x, Record):
-        from sensitivities.shape import strided_view
-
         held = value_of(x)
         shape = np.shape(held) if shape is None else tuple(shape)
         strides = held.strides if strides is None else tuple(strides)
@@ -578,3 +574,6 @@ def _method(original: Callable, method: str, counterparts: dict) -> Callable:
     wrapper.__name__ = method
     wrapper.__wrapped__ = original
     return wrapper
+
+
+extend(stacked=stacked)

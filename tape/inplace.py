@@ -43,9 +43,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from sensitivities import astype, at
+from sensitivities import astype, at, set_at
 from sensitivities.registry import value_of
-from sensitivities.update import set_at
 
 from .duck_arrays import is_duck_array
 from .recording import Record, apply

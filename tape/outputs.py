@@ -16,6 +16,7 @@ from sensitivities.registry import function_name, holds_node, value_of
 
 from .errors import out_into_array
 from .inplace import set_item
+from .recording import extend
 
 __all__ = ["ufunc_out", "function_out"]
 
@@ -80,3 +81,6 @@ def _write(target: Any, r: Any, where: Any) -> None:
     if where is not True:
         r = np.where(where, r, target)
     set_item(target, Ellipsis, r)
+
+
+extend(function_out=function_out)

@@ -53,7 +53,9 @@ from .keywords import positional_call
 from .mutation import sealed, sealed_subclass
 from .versions import MEMORY, OUTDATED, VERSION, commit, note_view, positions, stale, written
 
-__all__ = ["Record", "apply", "current", "plain", "innermost_tape", "record_primitive"]
+__all__ = [
+    "Record", "apply", "current", "plain", "innermost_tape", "record_primitive", "extend",
+]  # fmt: skip
 
 
 class Record:
@@ -276,8 +278,7 @@ class _NestedNodes(Exception):
 def _stacked_within(args: tuple) -> tuple:
     """``args`` with each list or tuple of nodes nested in a list argument made one node,
     as NumPy reads an array-like (``np.concatenate([x, [y, z]])``)."""
-    from .conversions import stacked  # imported when first needed: a rare call
-
+    stacked = _extensions["stacked"]
     return tuple(
         type(a)(
             stacked(b) if (type(b) is list or type(b) is tuple) and innermost_tape(b) else b
@@ -303,9 +304,7 @@ def _unrecorded(f: Any, tape: Any, rules: Any, args: tuple, kwargs: dict | None)
     if not tape.records:
         raise ValueError(STALE)
     if kwargs and kwargs.get("out") is not None and (rules is None or not rules.nondiff):
-        from .outputs import function_out  # out= is rare: imported when first met
-
-        return function_out(f, args, kwargs, apply)
+        return _extensions["function_out"](f, args, kwargs, apply)
     if keyword_only and rules is not None and not rules.nondiff:
         return apply_with_keyword_nodes(f, args, kwargs)
     if rules is None:
@@ -375,6 +374,14 @@ def apply_with_keyword_nodes(f: Any, args: tuple, kwargs: dict) -> Any:
     return apply(f, *positional_call(f, args, kwargs))
 
 
+def extend(**hooks: Callable) -> None:
+    """Register what the modules built on this one lend it (they import it; it imports
+    none of them): ``stacked``, a list holding nodes made one node (``tape.conversions``),
+    and ``function_out``, a call with ``out=`` a node (``tape.outputs``)."""
+    _extensions.update(hooks)
+
+
+_extensions: dict[str, Callable] = {}
 _rules_of = registry.lookup
 _ndarray = np.ndarray
 _float64 = np.float64

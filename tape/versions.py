@@ -275,9 +275,8 @@ def _lazy_class(cls: type) -> type:
     if lazy is not None or cls in _plain:
         return lazy or cls
     global _slot
-    from .recording import Record
-
-    slot = _slot = Record.__dict__["value"]
+    # the slot ``value`` of Record, the base of every record class
+    slot = _slot = next(k.__dict__["value"] for k in cls.__mro__ if "value" in vars(k))
 
     def get(self: Any) -> Any:
         alias = self.alias

@@ -68,9 +68,9 @@ def _users_frame(frame: Any) -> tuple[Any, str]:
 def _reverse_pass_record(frame: Any) -> str:
     """For a frame of the reverse pass's loop, which record's rule was running, else ''."""
     from .errors import describe
-    from .reverse import reverse_pass
 
-    if frame.f_code is not reverse_pass.__code__:
+    code = frame.f_code  # the reverse pass's loop (tape.reverse imports this module)
+    if code.co_name != "reverse_pass" or not code.co_filename.endswith("reverse.py"):
         return ""
     records, pos = frame.f_locals.get("records"), frame.f_locals.get("pos")
     if records is None or not 0 <= pos < len(records):
