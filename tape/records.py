@@ -43,7 +43,6 @@ closures, through ``tape.observing``, which ``Tape.add`` consults.
 from __future__ import annotations
 
 import itertools
-from types import MappingProxyType
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -109,13 +108,13 @@ class Tape:
         a released tape used again says that its tape is spent. A tape built by hand is
         the user's, and keeps everything."""
         for record in self.records:
+            try:
+                record.args = record.vals = ()  # its call's arguments and their values
+            except AttributeError:
+                pass  # a Leaf: no call
             if record.alias is not None:
                 getattr(record, "value", None)  # a view takes its value before its root goes
                 record.alias = None
-            record.seal = None
-            if isinstance(record, Branch):
-                record.args = record.vals = ()
-                record.kwargs = _NO_KEYWORDS
         self.records.clear()
         self.prints.clear()
 
@@ -266,6 +265,3 @@ def _branch(tape: Tape, value: Any, f: Any, args: tuple, kwargs: Any, vals: tupl
 
 
 Tape.branch = _branch
-
-
-_NO_KEYWORDS: Any = MappingProxyType({})
