@@ -17,7 +17,7 @@ import gc
 import threading
 from typing import Any
 
-from .interrupts import critical, deliver, guard_handlers, uninterrupted
+from .interrupts import critical, deliver, guard_handlers, undo_under, uninterrupted
 
 __all__ = ["fewer_collections"]
 
@@ -65,12 +65,7 @@ class fewer_collections:
 
     @critical
     def __exit__(self, *exc: Any) -> None:
-        try:
-            with uninterrupted(), _lock:
-                self._undo()
-        except BaseException:
-            self._undo()
-            raise
+        undo_under(_lock, self._undo)
         deliver()
 
     @critical

@@ -41,7 +41,7 @@ from sensitivities.counterparts import sparse_operator
 from sensitivities.registry import value_of
 
 from .errors import passed_to_compiled
-from .interrupts import critical, deliver, uninterrupted
+from .interrupts import critical, deliver, undo_under, uninterrupted
 from .recording import Record, extend, innermost_tape
 
 __all__ = ["converting", "library_code", "is_converting", "stacked"]
@@ -109,12 +109,7 @@ class converting:
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
         if not self.counted:
             return
-        try:
-            with uninterrupted(), _lock:
-                self._undo()
-        except BaseException:
-            self._undo()
-            raise
+        undo_under(_lock, self._undo)
         deliver()
         self._explain(error)
 

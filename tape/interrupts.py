@@ -20,7 +20,7 @@ import signal
 import threading
 from typing import Any
 
-__all__ = ["uninterrupted", "critical", "guard_handlers", "deliver"]
+__all__ = ["uninterrupted", "critical", "guard_handlers", "deliver", "undo_under"]
 
 _MAIN = threading.main_thread().ident
 _open = 0  # sections open in the main thread
@@ -136,3 +136,16 @@ class uninterrupted:
                 (handler, signum, frame), _pending = _pending, None
                 if handler is not _wrapped or signal.getsignal(signal.SIGINT) is _deferring:
                     handler(signum, frame)  # the signal, now that the state is whole
+
+
+@critical
+def undo_under(lock: Any, undo: Any) -> None:
+    """``undo()`` under ``lock`` with signals held back; where a signal handler raises
+    all the same (before the section opened), ``undo()`` again before its exception
+    leaves: an ``undo`` undoes only what is left, so the state comes back either way."""
+    try:
+        with uninterrupted(), lock:
+            undo()
+    except BaseException:
+        undo()
+        raise
