@@ -271,14 +271,6 @@ def in_place(name: str, instead: str) -> str:
     )
 
 
-def out_keyword(f: Any) -> str:
-    return (
-        f"np.{function_name(f)}(..., out=...) would write the result into an array in "
-        "place (as a += x does), which the tape cannot record; drop out= and use the "
-        "returned value (a = a + x)"
-    )
-
-
 def out_into_array(name: str) -> str:
     return (
         f"{name}(..., out=a) writes a result computed from a node into the ndarray a, "

@@ -102,8 +102,8 @@ class Tape:
 
     def release(self) -> None:
         """Drop the records, and what each holds of the others: a node that the caller
-        keeps afterwards holds its own value only (its call's arguments, their values and
-        its fingerprints go, as PyTorch frees the saved tensors at ``backward()``). The
+        keeps afterwards holds its own value only (its call's arguments and their values go,
+        as PyTorch frees the saved tensors at ``backward()``). The
         transforms release the tapes they make once their gradients are read; a node of
         a released tape used again says that its tape is spent. A tape built by hand is
         the user's, and keeps everything."""
