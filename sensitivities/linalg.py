@@ -63,7 +63,6 @@ import string
 
 import numpy as np
 
-from .batching import run_batched_form
 from .reductions import broadcast_to
 from .registry import (
     implementation,
@@ -178,10 +177,6 @@ def _repeats(ybar, axis):
 # (Axes are added by indexing, ``ybar[..., None]``: np.expand_dims costs ten times as much.)
 @sensitivity(np.matmul, 0)
 def _(y, ybar, a, b, **kwargs):
-    if type(ybar) is not np.ndarray and not kwargs:  # a batch of them, under vmap
-        abar = run_batched_form("matmul", 0, ybar, a, b)
-        if abar is not NotImplemented:
-            return abar
     a_ndim, b_ndim = np.ndim(a), np.ndim(b)
     if b_ndim == 1:
         return ybar * b if a_ndim == 1 else ybar[..., None] * b
@@ -197,10 +192,6 @@ def _(y, ybar, a, b, **kwargs):
 
 @sensitivity(np.matmul, 1)
 def _(y, ybar, a, b, **kwargs):
-    if type(ybar) is not np.ndarray and not kwargs:  # a batch of them, under vmap
-        bbar = run_batched_form("matmul", 1, ybar, a, b)
-        if bbar is not NotImplemented:
-            return bbar
     a_ndim, b_ndim = np.ndim(a), np.ndim(b)
     if b_ndim == 1:
         return ybar * a if a_ndim == 1 else np.matmul(ybar[..., None, :], a)[..., 0, :]

@@ -23,7 +23,6 @@ Conventions:
 
 import numpy as np
 
-from .batching import run_batched_form
 from .registry import implementation, sensitivity
 
 _NO_VALUE = np._NoValue
@@ -113,10 +112,6 @@ def _count(x, axis, mask):
 def _sum_rule(nan=False):
     def rule(y, ybar, x, axis=None, dtype=None, out=None, keepdims=_NO_VALUE,
              initial=_NO_VALUE, where=_NO_VALUE):  # fmt: skip
-        if type(ybar) is not np.ndarray and not nan:  # a batch of them, under vmap
-            g = run_batched_form("sum", y, ybar, x, axis, out, keepdims, initial, where)
-            if g is not NotImplemented:
-                return g
         g = broadcast_to(expand_reduced(ybar, x, axis, keepdims), np.shape(x))
         return _masked(g, _mask(x, where, nan)) if nan or _given(where) else g
 
@@ -147,10 +142,6 @@ def _extremum_rule(nan=False):
     def rule(
         y, ybar, x, axis=None, out=None, keepdims=_NO_VALUE, initial=_NO_VALUE, where=_NO_VALUE
     ):
-        if type(ybar) is not np.ndarray and not nan:  # a batch of them, under vmap
-            g = run_batched_form("extremum", y, ybar, x, axis, out, keepdims, initial, where)
-            if g is not NotImplemented:
-                return g
         hits = np.equal(x, expand_reduced(y, x, axis, keepdims))  # NaNs never hit
         ybar = expand_reduced(ybar, x, axis, keepdims)
         if initial is _NO_VALUE and not _given(where) and type(hits) is np.ndarray:

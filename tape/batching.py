@@ -2,12 +2,21 @@
 
 A batched value is a ``Batched``: an array whose leading axis is the batch, and which
 shows the rest, one example's shape, to the code that uses it (``x.shape`` is one
-example's shape). It speaks NumPy's protocols (``__array_ufunc__``,
-``__array_function__``) and answers each call with NumPy's own vectorisation: ufuncs
-broadcast over the batch, reductions and shape functions shift their axes by one,
-``matmul``, ``einsum`` and ``linalg`` take the batch as a stack. A function without
-such a rule is run once per example and the results stacked (the loop fallback, which
-``vmap(..., report=True)`` and ``tape.debug()`` report).
+example's shape). It has a node's whole array surface (``tape.array_surface``), and
+speaks NumPy's protocols (``__array_ufunc__``, ``__array_function__``,
+``__record_call__``). This module is the interpreter: it answers ufuncs itself (they
+broadcast over the batch, the batched operands padded after their batch axis), and
+every other function by its batching rule (``sensitivities.batching``: plain NumPy on
+the batches' data), unwrapping the batched values and wrapping the result. A function
+without a rule runs NumPy's own Python code on the batched values, or once per example
+with the results stacked (the loop fallback, which ``vmap(..., report=True)`` and
+``tape.debug()`` report).
+
+Fast paths, each in one place here, answer the calls that per-example gradients make
+most without the general path's scan of the arguments: an elementwise ufunc of batches
+and plain values (``_ufunc_call``, with large outer products by ``einsum``), ``x @ W``
+(``_pair_level``), a reduction of one batch (``_reduce_call``), and the questions the
+reverse pass asks of every adjoint (``_QUERIES``: ``np.shape(x)``).
 
 The tape records ``Batched`` values as it records Dask or CuPy arrays, so a ``grad``
 inside a ``vmap`` records batched values and its rules run batched: ``vmap(grad(f))``
@@ -28,9 +37,7 @@ for the batch: it raises ``BatchedControlFlowError`` naming the line; write it w
 from __future__ import annotations
 
 import functools
-import inspect
-import math
-import string
+import operator
 import sys
 import warnings
 import weakref
@@ -39,13 +46,19 @@ from typing import Any, Callable
 
 import numpy as np
 
-from sensitivities import batching_rule_of as _plain_batching_rule_of
-from sensitivities import broadcast_to as _strided_broadcast
 from sensitivities import primitive, sensitivity
-from sensitivities.batching import advanced_axes_first, batched_form
+from sensitivities.batching import (
+    advanced_axes_first,
+    along_axis,
+    batching_entry,
+    matmul_rule,
+    outer_product,
+)
+from sensitivities.batching import shifted_axis as _axis
 from sensitivities.registry import function_name, value_of
 from sensitivities.registry import pushforward as _engine_pushforward
 
+from .array_surface import ArraySurface
 from .forward import ForwardTape
 from .mutation import sealed
 from .node import Node
@@ -55,10 +68,24 @@ from .reverse import SHAPED
 from .trees import tree_flatten, tree_unflatten
 from .versions import MEMORY, memory_of
 
-__all__ = ["vmap", "Batched", "BatchedControlFlowError", "VmapFallbackWarning"]
+__all__ = [
+    "vmap",
+    "Batched",
+    "BatchedControlFlowError",
+    "BatchingError",
+    "VmapFallbackWarning",
+]
 
 
-class BatchedControlFlowError(TypeError):
+class BatchingError(Exception):
+    """A call that cannot run batched as written: Python control flow or a conversion
+    that needs one value where a batch holds one per example, examples whose results
+    differ in shape, a write that one batched write cannot follow. Code that can do the
+    same thing another way (``jacobian``'s reverse mode, by forward mode) catches this
+    and no other error."""
+
+
+class BatchedControlFlowError(BatchingError, TypeError):
     """Python control flow (``if``, ``while``, ``bool``, ``float``) met a batched value,
     which holds one value per example: there is no single answer.
 
@@ -70,6 +97,14 @@ class BatchedControlFlowError(TypeError):
     Traceback (most recent call last):
     tape.batching.BatchedControlFlowError: ...
     """
+
+
+class _CannotWrite(BatchingError, TypeError):
+    """A write that one batched value cannot take (each example would write its own)."""
+
+
+class _NoBatch(BatchingError, ValueError):
+    """Examples whose results no batch can hold, or a write no view of a batch follows."""
 
 
 class VmapFallbackWarning(UserWarning):
@@ -92,15 +127,15 @@ def _user_line() -> str:
     return "an unknown line"
 
 
-class Batched:
+class Batched(ArraySurface):
     """A batch of values: ``data`` holds them along its leading axis; ``shape``,
     ``ndim`` and ``size`` are one example's. Made by ``vmap``; see the module docstring.
 
     >>> import numpy as np
     >>> from tape.batching import Batched
     >>> b = Batched(np.arange(6.0).reshape(3, 2), level=-1)
-    >>> b.shape, np.sum(b).data
-    ((2,), array([1., 5., 9.]))
+    >>> b.shape, np.sum(b).data, b.argsort().data.tolist()
+    ((2,), array([1., 5., 9.]), [[0, 1], [0, 1], [0, 1]])
     """
 
     # _zero_d: each example is a 0-d array (made by a view or a constructor), which is
@@ -124,40 +159,16 @@ class Batched:
         return self.data.ndim - 1
 
     @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    @property
     def dtype(self) -> np.dtype:
         return self.data.dtype
 
     @property
+    def strides(self) -> tuple:
+        return tuple(self.data.strides[1:])
+
+    @property
     def batch_size(self) -> int:
         return self.data.shape[0]
-
-    @property
-    def T(self) -> Any:
-        return np.transpose(self)
-
-    @property
-    def mT(self) -> Any:
-        return np.swapaxes(self, -1, -2)
-
-    @property
-    def real(self) -> Any:
-        return np.real(self)
-
-    @property
-    def imag(self) -> Any:
-        return np.imag(self)
-
-    def __len__(self) -> int:
-        if not self.shape:
-            raise TypeError("len() of a batched scalar")
-        return self.shape[0]
-
-    def __iter__(self):
-        return (self[i] for i in range(len(self)))
 
     def __repr__(self) -> str:
         return (
@@ -215,6 +226,18 @@ class Batched:
 
     # -- NumPy's protocols --------------------------------------------------------------
 
+    @staticmethod
+    def _apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
+        """A method or operator of the array surface: the ufunc's fast path, the index,
+        or the NumPy function (which comes back through the protocols)."""
+        if type(f) is np.ufunc and not kwargs and f.signature is None:
+            result = _ufunc_call(f, args)  # x * y, -x: what NumPy's dispatch comes to
+            if result is not _SLOW:
+                return result
+        elif f is operator.getitem:
+            return _getitem(*args)
+        return f(*args, **kwargs) if kwargs else f(*args)
+
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method == "__call__" and not kwargs and ufunc.signature is None:
             result = _ufunc_call(ufunc, inputs)  # np.sin(x), x * y: the common call, first
@@ -223,7 +246,10 @@ class Batched:
         elif ufunc is np.matmul and method == "__call__" and not kwargs and len(inputs) == 2:
             level = _pair_level(*inputs)  # x @ W: the next most common
             if level is not None:
-                return _matmul(ufunc, inputs, kwargs, level)
+                a, b = inputs
+                fa, fb = type(a) is Batched, type(b) is Batched
+                args = (a.data if fa else a, b.data if fb else b)
+                return Batched(matmul_rule(args, (fa, fb)), level)
         elif method == "reduce" and len(inputs) == 1 and kwargs.keys() <= _REDUCE_KEYWORDS:
             result = _reduce_call(ufunc.reduce, self, kwargs)  # np.add.reduce(g, axis)
             if result is not None:
@@ -235,7 +261,7 @@ class Batched:
         if out is not None:  # into a batched array, in place, as NumPy writes each example
             target = out[0] if isinstance(out, tuple) and len(out) == 1 else out
             if not isinstance(target, Batched) or method != "__call__":
-                raise TypeError(
+                raise _CannotWrite(
                     f"vmap: np.{ufunc.__name__}(..., out=) at {_user_line()} writes batched "
                     f"values into {type(target).__name__}, which is the same for every "
                     "example (each would write its own value into it); build a new array "
@@ -245,16 +271,16 @@ class Batched:
                 raise TypeError("return arrays must be of ArrayType")  # NumPy's, for a scalar
             return _into(target, ufunc, inputs, kwargs)
         if method == "__call__":
-            if ufunc.signature is not None:  # a generalised ufunc (matmul, vecdot)
-                rule = _RULES.get(ufunc)
-                if rule is not None:
-                    return rule(ufunc, inputs, kwargs, level)
-                return _loop(ufunc, inputs, kwargs, level)
-            return _elementwise(ufunc, inputs, kwargs, level)
+            if ufunc.signature is None:
+                return _elementwise(ufunc, inputs, kwargs, level)
+            entry = batching_entry(ufunc)  # a generalised ufunc (matmul, vecdot)
+            if entry is not None:
+                return _run(ufunc, entry, inputs, kwargs, level)
+            return _loop(ufunc, inputs, kwargs, level)
         if method == "at":  # in place, example by example (np.add.at into a fresh array)
             target, *rest = inputs
             if not isinstance(target, Batched):
-                raise TypeError(
+                raise _CannotWrite(
                     f"vmap: {ufunc.__name__}.at of batched values into "
                     f"{type(target).__name__}; build a new array instead"
                 )
@@ -262,10 +288,10 @@ class Batched:
             for b in range(target.batch_size):
                 ufunc.at(target.data[b, ...], *_example(rest, level, b))
             return None
-        if method in ("reduce", "accumulate", "reduceat") and len(inputs) >= 1:
-            if method != "reduceat":
-                return _shifted_axis(getattr(ufunc, method), inputs, kwargs, level, default=0)
-        return _loop(getattr(ufunc, method), inputs, kwargs, level)
+        call = getattr(ufunc, method)
+        if method in ("reduce", "accumulate"):
+            return _run(call, (along_axis(call, default=0), False), inputs, kwargs, level)
+        return _loop(call, inputs, kwargs, level)
 
     def __array_function__(self, func: Callable, types: Any, args: tuple, kwargs: dict) -> Any:
         if len(args) == 1 and args[0] is self and func in _UFUNC_REDUCTIONS:
@@ -283,9 +309,13 @@ class Batched:
             level = _scan(args + tuple(kwargs.values()) if kwargs else args)
             if level is _NODE:
                 return NotImplemented  # a node records the call; its value may be batched
-        rule = _RULES.get(func)
-        if rule is not None:
-            return rule(func, args, kwargs, level)
+        entry = batching_entry(func)
+        if entry is not None:
+            return _run(func, entry, args, kwargs, level)
+        if func in _OF_ONE_EXAMPLE:  # shapes and dtypes only: asked of one example
+            return func(*_example(args, level, 0), **_example_kw(kwargs, level, 0))
+        if func in _CREATED and not _is_batched_anywhere(args + tuple(kwargs.values()), level):
+            return func(*args, **kwargs)  # np.asarray(c, like=x): the same for every example
         return _enter_or_loop(func, args, kwargs, level)
 
     @staticmethod
@@ -301,59 +331,23 @@ class Batched:
         if primitive in _OWN:  # vmap's own way in and out of the batch
             return f(*args, **kwargs)
         level = _scan(args + tuple(kwargs.values()))  # no node among them: a level
-        rule = _RULES.get(primitive)
-        if rule is None:
-            rule = _plain_rule(primitive)
-        if rule is not None:
-            return rule(primitive, args, kwargs, level)
+        entry = batching_entry(primitive)
+        if entry is not None:
+            return _run(primitive, entry, args, kwargs, level)
         return _loop(primitive, args, kwargs, level)
 
-    # -- operators: the ufuncs they mean ---------------------------------------------------
-
-    def __getitem__(self, index: Any) -> Any:
-        return _getitem(self, index)
+    # -- writes, in place, as NumPy does them to each example -----------------------------
 
     def __setitem__(self, index: Any, value: Any) -> None:
         """``x[index] = value`` in place, as NumPy does it to each example: every name
         bound to ``x`` and every view of it sees the write (``_set_item``)."""
         _set_item(self, index, value)
 
-    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        return np.reshape(self, shape, **kwargs)
-
     def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
         data = self.data.astype(dtype, *args, **kwargs)
         if data is self.data:  # copy=False, nothing to convert: the array itself, as NumPy
             return self
         return _like_examples(self, data)
-
-    def copy(self, *args: Any, **kwargs: Any) -> Any:
-        return _like_examples(self, np.copy(self.data))
-
-    def conj(self) -> Any:
-        return np.conjugate(self)
-
-    conjugate = conj
-
-    def ravel(self, *args: Any, **kwargs: Any) -> Any:
-        return np.ravel(self, *args, **kwargs)  # order= too, as ndarray's
-
-    def flatten(self, *args: Any, **kwargs: Any) -> Any:
-        return np.copy(np.ravel(self, *args, **kwargs))  # a copy, in the order asked
-
-    def transpose(self, *axes: Any) -> Any:
-        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
-        return np.transpose(self, axes or None)
-
-    def swapaxes(self, a: int, b: int) -> Any:
-        return np.swapaxes(self, a, b)
-
-    def squeeze(self, axis: Any = None) -> Any:
-        return np.squeeze(self, axis)
-
-    def dot(self, other: Any) -> Any:
-        return np.dot(self, other)
 
     def view(self, *args: Any, **kwargs: Any) -> Any:
         if _scalars(self):  # a NumPy scalar's view is an array of its own
@@ -371,64 +365,17 @@ class Batched:
 
     def sort(self, axis: int = -1, kind: Any = None, order: Any = None) -> None:
         _check_writable(self, "item assignment")
-        self.data.sort(_one_axis(axis, self.ndim), kind, order)
+        self.data.sort(_axis(axis, self.ndim), kind, order)
 
     def partition(self, kth: Any, axis: int = -1, kind: str = "introselect", order=None) -> None:
         _check_writable(self, "item assignment")
-        self.data.partition(kth, _one_axis(axis, self.ndim), kind, order)
+        self.data.partition(kth, _axis(axis, self.ndim), kind, order)
 
     def put(self, indices: Any, values: Any, mode: str = "raise") -> None:
         _check_writable(self, "item assignment")
         for b in range(self.batch_size):  # np.put comes here: a method, example by example
             index, value = _example((indices, values), self.level, b)
             self.data[b, ...].put(index, value, mode)
-
-
-def _method(f: Callable, name: str) -> Callable:
-    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return f(self, *args, **kwargs)
-
-    method.__name__ = name
-    return method
-
-
-for _name in ("sum", "mean", "prod", "max", "min", "std", "var", "cumsum", "cumprod", "argmax",
-              "argmin", "any", "all", "clip", "round", "trace", "diagonal", "repeat"):  # fmt: skip
-    setattr(Batched, _name, _method(getattr(np, _name), _name))
-
-
-def _binary(ufunc: np.ufunc, name: str, reflected: bool = False) -> Callable:
-    def op(self: Any, other: Any) -> Any:
-        if isinstance(other, Node):
-            return NotImplemented  # the node's reflected operator records it
-        inputs = (other, self) if reflected else (self, other)
-        if ufunc.signature is None:  # what NumPy's dispatch would come back to, directly
-            result = _ufunc_call(ufunc, inputs)
-            if result is not _SLOW:
-                return result
-        return ufunc(*inputs)
-
-    op.__name__ = name
-    return op
-
-
-for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
-                      ("truediv", np.true_divide), ("floordiv", np.floor_divide),
-                      ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul),
-                      ("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
-                      ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal),
-                      ("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor),
-                      ("lshift", np.left_shift), ("rshift", np.right_shift)):  # fmt: skip
-    setattr(Batched, f"__{_name}__", _binary(_ufunc, f"__{_name}__"))
-    if _name not in ("lt", "le", "gt", "ge", "eq", "ne"):
-        setattr(Batched, f"__r{_name}__", _binary(_ufunc, f"__r{_name}__", reflected=True))
-Batched.__neg__ = lambda self: np.negative(self)  # type: ignore[method-assign]
-Batched.__pos__ = lambda self: self  # type: ignore[method-assign]
-Batched.__abs__ = lambda self: np.abs(self)  # type: ignore[method-assign]
-Batched.__invert__ = lambda self: np.invert(self)  # type: ignore[method-assign]
-Batched.__divmod__ = lambda self, other: (self // other, self % other)  # type: ignore[attr-defined]
-Batched.__rdivmod__ = lambda self, other: (other // self, other % self)  # type: ignore[attr-defined]
-Batched.__hash__ = object.__hash__  # type: ignore[method-assign]
 
 
 def _augmented(ufunc: np.ufunc, name: str) -> Callable:
@@ -486,12 +433,6 @@ def _like_examples(x: Batched, data: Any) -> Batched:
     return out
 
 
-def _viewed(x: Batched) -> Any:
-    """The data a view of ``x`` is made from: a copy where each example is a NumPy scalar,
-    of which NumPy makes a new array, not a view."""
-    return x.data.copy() if _scalars(x) else x.data
-
-
 # Batches computed as copies (by the loop) where each example is a view of an argument in a
 # way no single view of the batch can follow: id of the data's owner -> (a weak reference
 # to it, the function). Their data is read-only; a write names the function.
@@ -521,7 +462,7 @@ def _check_writable(x: Batched, what: str) -> None:
         owner = _owner(data)
         entry = _DETACHED.get(id(owner))
         if entry is not None and entry[0]() is owner:
-            raise ValueError(
+            raise _NoBatch(
                 f"vmap: a write at {_user_line()} into the result of "
                 f"{function_name(entry[1])}, which is a view of its argument in each example "
                 "but has no batching rule, so vmap computed it as a copy, which the write "
@@ -580,7 +521,7 @@ def _augment(x: Batched, ufunc: np.ufunc, v: Any) -> Any:
     if _scalars(x):
         return NotImplemented
     if isinstance(v, Node):
-        raise TypeError(
+        raise _CannotWrite(
             f"vmap: x {_OPERATORS.get(ufunc, ufunc.__name__)}= node at {_user_line()} writes "
             "a node into a batched array that is no node: the tape cannot record it; write "
             "x = x op node (a new node) instead"
@@ -597,7 +538,7 @@ _OPERATORS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "
 def _set_item(x: Batched, index: Any, value: Any) -> None:
     """``x[index] = value``, in place, as NumPy does it to each example."""
     if isinstance(value, Node):
-        raise TypeError(
+        raise _CannotWrite(
             f"vmap: a node assigned into a batched value at {_user_line()}; use the "
             "functional update tape.at(x)[index].set(value), or np.where"
         )
@@ -678,7 +619,7 @@ def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
         else:
             return _SLOW
         if ufunc is np.multiply and type(da) is np.ndarray and type(db) is np.ndarray:
-            product = _outer_product(da, db)
+            product = outer_product(da, db)
             if product is not None:
                 return Batched(product, level)
         return _batched_result(ufunc(da, db), level)
@@ -793,29 +734,6 @@ def _scan(values: Any) -> Any:
     return level
 
 
-def _plain_rule(f: Callable) -> Callable | None:
-    """The batching rule of ``f`` from ``sensitivities.batching`` (plain NumPy, batch
-    first), adapted to batched values; None where there is none."""
-    rule = _plain_batching_rule_of(f)
-    if rule is None:
-        return None
-
-    def adapted(func, args, kwargs, level):
-        batched = tuple(_at(a, level) for a in args)
-        if _is_batched_anywhere(tuple(kwargs.values()), level) or any(
-            not flag and _is_batched_anywhere(a, level) for a, flag in zip(args, batched)
-        ):
-            return _loop(func, args, kwargs, level)
-        out = rule(
-            tuple(a.data if flag else a for a, flag in zip(args, batched)), batched, **kwargs
-        )
-        if out is NotImplemented:
-            return _loop(func, args, kwargs, level)
-        return _wrap(out, level)
-
-    return adapted
-
-
 def _first_node(args: tuple) -> Any:
     for a in args:
         if isinstance(a, Node):
@@ -869,200 +787,28 @@ def _wrap(result: Any, level: int) -> Any:
     return Batched(_batch_major(result), level)
 
 
-def _axis(axis: Any, ndim: int) -> Any:
-    """A logical ``axis`` (int, tuple or None: all) as an axis of the data."""
-    kind = type(axis)
-    if kind is int or kind is tuple or axis is None:  # asked on every reduction: kept
-        shifted = _SHIFTED.get((axis, ndim))
-        if shifted is not None:
-            return shifted
-    if axis is None:
-        shifted = tuple(range(1, ndim + 1))
-    elif isinstance(axis, (tuple, list)):
-        shifted = tuple(_one_axis(a, ndim) for a in axis)
-    else:
-        shifted = _one_axis(axis, ndim)
-    if (kind is int or kind is tuple or axis is None) and len(_SHIFTED) < 4096:
-        _SHIFTED[axis, ndim] = shifted
-    return shifted
 
-
-_SHIFTED: dict = {}  # (axis, ndim) -> the axes of the data
-
-
-def _one_axis(axis: Any, ndim: int) -> int:
-    axis = int(axis)
-    if not -ndim <= axis < max(ndim, 1):
-        raise np.exceptions.AxisError(axis, ndim)
-    return axis % max(ndim, 1) + 1
-
-
-# -- batching rules -----------------------------------------------------------------------
-
-
-def _elementwise(f: Callable, inputs: tuple, kwargs: dict, level: int) -> Any:
-    """A broadcasting function: every batched argument's data padded to the same rank,
-    the unbatched ones as they are (they broadcast from the right)."""
+def _elementwise(ufunc: np.ufunc, inputs: tuple, kwargs: dict, level: int) -> Any:
+    """An elementwise ufunc with keywords, or operands the fast path leaves (values of
+    several ``vmap``s, lists): every batched operand's data padded to the same rank, the
+    unbatched ones as they are (they broadcast from the right)."""
     values = list(inputs) + list(kwargs.values())
     rank = max((_logical_ndim(a, level) for a in values), default=0)
     args = [_padded(a, rank) if _at(a, level) else a for a in inputs]
-    if f is np.multiply and not kwargs and len(args) == 2:
-        product = _outer_product(args[0], args[1])
-        if product is not None:
-            return Batched(product, level)
     kw = {k: (_padded(v, rank) if _at(v, level) else v) for k, v in kwargs.items()}
-    return _wrap(f(*args, **kw), level)
-
-
-def _outer_product(a: Any, b: Any) -> Any:
-    """``a * b`` by ``einsum`` where it is a large outer product (batched per-example
-    gradients of a matmul: ``x[:, :, None] * ybar[:, None, :]``), which NumPy's
-    broadcasting multiplies at a third of einsum's speed; None where it is not."""
-    if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != b.ndim:
-        return None
-    if a.size * b.size < 1 << 15 or a.shape == b.shape:
-        return None  # small, or not an outer product at all
-    sa, sb = a.shape, b.shape
-    size, outer = 1, False
-    for n, m in zip(sa, sb):
-        if n != m:
-            if n != 1 and m != 1:
-                return None  # NumPy's error, from NumPy
-            outer = True
-        size *= max(n, m)
-    if not outer or size < 1 << 15 or a.ndim > 20:
-        return None
-    if a.dtype != b.dtype or a.dtype.kind not in "fc":
-        return None
-    ta, tb, out, shape_a, shape_b = [], [], [], [], []
-    for k, (n, m) in enumerate(zip(sa, sb)):
-        letter = string.ascii_letters[k]
-        if n == m or m == 1:
-            ta.append(letter)
-            shape_a.append(n)
-        if n == m or n == 1:
-            tb.append(letter)
-            shape_b.append(m)
-        out.append(letter)
-    spec = "".join(ta) + "," + "".join(tb) + "->" + "".join(out)
-    result = np.einsum(spec, a.reshape(shape_a), b.reshape(shape_b))
-    return result.reshape(tuple(max(n, m) for n, m in zip(sa, sb)))
+    if ufunc is np.multiply and not kwargs and len(args) == 2:
+        return Batched(multiply_data(*args), level)
+    return _wrap(ufunc(*args, **kw), level)
 
 
 def multiply_data(a: Any, b: Any) -> Any:
     """``a * b`` of two batches' data (or a batch's and a plain value), as a batched
     multiply computes it: a large outer product by ``einsum``."""
-    product = _outer_product(a, b)
+    product = outer_product(a, b)
     return a * b if product is None else product
 
 
 shifted_axis = _axis  # a logical axis of one example as an axis of its batch's data
-
-
-def _elementwise_function(func, args, kwargs, level):
-    return _elementwise(func, args, kwargs, level)
-
-
-_SIGNATURES: dict = {}
-
-
-class _Bound:
-    """A call's arguments by name, as ``inspect.Signature.bind`` gives them (``arguments``,
-    ``signature``, ``args``, ``kwargs``), bound without ``bind``'s cost in the common case:
-    the arguments named by position and keyword, all required ones given."""
-
-    __slots__ = ("signature", "arguments", "positional")
-
-    def __init__(self, signature: inspect.Signature, arguments: dict, positional: list) -> None:
-        self.signature, self.arguments, self.positional = signature, arguments, positional
-
-    @property
-    def args(self) -> tuple:
-        args = []
-        for name in self.positional:  # by position up to the first one not given
-            if name not in self.arguments:
-                break
-            args.append(self.arguments[name])
-        return tuple(args)
-
-    @property
-    def kwargs(self) -> dict:
-        given = self.positional[: len(self.args)]
-        return {k: v for k, v in self.arguments.items() if k not in given}
-
-
-def _bound(func: Callable, args: tuple, kwargs: dict) -> Any:
-    info = _SIGNATURES.get(func)
-    if info is None:
-        sig = inspect.signature(func)
-        kinds = inspect.Parameter
-        params = sig.parameters.values()
-        simple = all(p.kind not in (kinds.VAR_POSITIONAL, kinds.VAR_KEYWORD) for p in params)
-        by_position = (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)
-        positional = [p.name for p in params if p.kind in by_position]
-        keywords = {p.name for p in params if p.kind != kinds.POSITIONAL_ONLY}
-        required = [p.name for p in params if p.default is kinds.empty]
-        info = _SIGNATURES[func] = (sig, simple, positional, keywords, required)
-    sig, simple, positional, keywords, required = info
-    if simple and len(args) <= len(positional):
-        arguments = dict(zip(positional, args))
-        for k, v in kwargs.items():
-            if k not in keywords or k in arguments:
-                break  # an error, which bind words
-            arguments[k] = v
-        else:
-            if all(name in arguments for name in required):
-                return _Bound(sig, arguments, positional)
-    return sig.bind(*args, **kwargs)
-
-
-def _call_bound(func: Callable, bound: Any) -> Any:
-    return func(*bound.args, **bound.kwargs)
-
-
-def _shifted_axis(func, args, kwargs, level, default=None, flattens=False, name="axis"):
-    """A function of one array and an ``axis`` (a reduction, a scan, a sort): the data
-    with the axis shifted past the batch. ``flattens``: ``axis=None`` means the flattened
-    array (``cumsum``, ``argmax``), else all axes (``sum``)."""
-    x = args[0]
-    if len(args) == 1 and type(x) is Batched and x.level == level:
-        axis = kwargs.get(name, default)  # np.sum(x, axis=1, keepdims=True): the common call
-        kind = type(axis)
-        if (kind is int or kind is tuple or (axis is None and not flattens)) and not (
-            kwargs and _is_batched_anywhere(tuple(kwargs.values()), level)
-        ):
-            # the axes shifted past the batch; None: all of one example's (none of a scalar's)
-            new_axis = _axis(axis, x.data.ndim - 1)
-            return _wrap(func(x.data, **{**kwargs, name: new_axis}), level)
-    rest = list(args[1:])
-    kwargs = dict(kwargs)
-    if not _at(x, level):
-        return _loop(func, args, kwargs, level)
-    if rest:
-        axis = rest.pop(0)
-        had_position = True
-    else:
-        axis = kwargs.pop(name, default)
-        had_position = False
-    if any(_at(a, level) for a in rest) or any(_at(v, level) for v in kwargs.values()):
-        return _loop(func, args, kwargs if had_position else dict(kwargs, **{name: axis}), level)
-    data = x.data
-    ndim = np.ndim(data) - 1
-    if axis is None and flattens:
-        data = np.reshape(data, (np.shape(data)[0], -1))
-        new_axis: Any = 1
-    elif axis is None and ndim == 0:
-        new_axis = None if not flattens else 1
-        if new_axis is None:
-            # a reduction over all axes of a scalar: over none of the data's
-            new_axis = ()
-    else:
-        new_axis = _axis(axis, ndim)
-    if had_position:
-        result = func(data, new_axis, *rest, **kwargs)
-    else:
-        result = func(data, **{name: new_axis}, **kwargs)
-    return _wrap(result, level)
 
 
 # The reductions that are a ufunc's reduce on an ndarray, and the keywords they share:
@@ -1077,34 +823,8 @@ _UFUNC_REDUCTIONS = {
 }
 
 
-def _reduction(default=None, flattens=False, name="axis"):
-    def rule(func, args, kwargs, level):
-        return _shifted_axis(func, args, kwargs, level, default, flattens, name)
-
-    return rule
-
-
-def _batched_all(args: tuple, level: int) -> tuple[list, int]:
-    n = _size(args, level)
-    return [a.data if _at(a, level) else _broadcast_data(a, n) for a in args], n
-
-
 def _broadcast_data(a: Any, n: int) -> Any:
     return np.broadcast_to(np.expand_dims(a, 0), (n,) + np.shape(a))
-
-
-def _reshape(func, args, kwargs, level):
-    bound = _bound(func, args, kwargs)
-    a = bound.arguments.pop("a")
-    shape = bound.arguments.pop("shape", None)
-    if shape is None:
-        shape = bound.arguments.pop("newshape", None)
-    if not _at(a, level) or _is_batched_anywhere(shape, level):
-        return _loop(func, args, kwargs, level)
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    order = bound.arguments.get("order", "C")
-    data = np.reshape(_viewed(a), (a.batch_size,) + shape, order=order)
-    return _zero_d_if(Batched(data, level))
 
 
 def _is_batched_anywhere(x: Any, level: int) -> bool:
@@ -1123,322 +843,49 @@ def _is_batched_anywhere(x: Any, level: int) -> bool:
     return False
 
 
-def _transpose(func, args, kwargs, level):
-    bound = _bound(func, args, kwargs)
-    a = bound.arguments["a"]
-    axes = bound.arguments.get("axes")
-    ndim = np.ndim(a.data) - 1
-    if axes is None:
-        axes = tuple(range(ndim - 1, -1, -1))
-    axes = (0,) + tuple(int(k) % max(ndim, 1) + 1 for k in axes)
-    return _zero_d_if(Batched(np.transpose(_viewed(a), axes), level))
-
-
-def _axes_rule(*names: str, extra: int = 0):
-    """A function of one array whose arguments ``names`` are axes of it (``moveaxis``'s
-    source and destination, ``swapaxes``, ``diagonal``'s axis1 and axis2); ``extra``
-    for functions that add axes (``expand_dims``: the result's rank)."""
-
-    def rule(func, args, kwargs, level):
-        bound = _bound(func, args, kwargs)
-        params = list(bound.signature.parameters)
-        first = params[0]
-        a = bound.arguments[first]
-        if not _at(a, level) or any(
-            _at(v, level) for k, v in bound.arguments.items() if k != first
-        ):
-            return _loop(func, args, kwargs, level)
-        ndim = np.ndim(a.data) - 1
-        rank = ndim + (extra(bound) if callable(extra) else extra)
-        for name in names:
-            value = bound.arguments.get(name, bound.signature.parameters[name].default)
-            if value is None or value is inspect.Parameter.empty:
-                return _loop(func, args, kwargs, level)  # None: the flattened array
-            bound.arguments[name] = _axis(value, rank)
-        bound.arguments[first] = _viewed(a)
-        return _wrap(_call_bound(func, bound), level)
-
-    return rule
-
-
-def _expand_dims(func, args, kwargs, level):
-    if len(args) == 2 and not kwargs and _at(args[0], level) and type(args[1]) is int:
-        data = _viewed(args[0])  # one new axis: an index with None, a view as NumPy's is
-        return Batched(data[(slice(None),) * _one_axis(args[1], data.ndim) + (None,)], level)
-    return _expand_dims_bound(func, args, kwargs, level)
-
-
-def _expand_rank(bound) -> int:
-    axis = bound.arguments["axis"]
-    return len(axis) if isinstance(axis, (tuple, list)) else 1
-
-
-def _squeeze(func, args, kwargs, level):
-    bound = _bound(func, args, kwargs)
-    a = bound.arguments["a"]
-    axis = bound.arguments.get("axis")
-    shape = a.shape
-    if axis is None:
-        axis = tuple(k for k, n in enumerate(shape) if n == 1)
-    return _zero_d_if(Batched(np.squeeze(_viewed(a), _axis(axis, len(shape))), level))
-
-
-def _ravel(func, args, kwargs, level):
-    a = args[0]
-    order = args[1] if len(args) > 1 else kwargs.get("order", "C")
-    if (
-        order not in ("C", "A", "K")
-        or len(args) + len(kwargs) > 2
-        or type(a.data) is not np.ndarray
-    ):
+def _run(func: Callable, entry: tuple, args: tuple, kwargs: dict, level: int) -> Any:
+    """``func`` by its batching rule (``sensitivities.batching``): the batched values at
+    ``level`` unwrapped to their data and flagged, the result wrapped; the loop where
+    the rule answers NotImplemented or a keyword is batched."""
+    rule, arrays = entry
+    if kwargs and _is_batched_anywhere(tuple(kwargs.values()), level):
         return _loop(func, args, kwargs, level)
-    data = np.reshape(_viewed(a), (a.batch_size, -1))
-    if data.base is not None:  # a view of the batch: where NumPy copies each example, a copy
-        example = a.data[0]
-        if not example.flags.c_contiguous and not np.may_share_memory(
-            np.ravel(example, order), example
-        ):
-            data = data.copy()
-    return Batched(data, level)
-
-
-def _broadcast_to(func, args, kwargs, level):
-    if len(args) == 2 and not kwargs and type(args[1]) is tuple:  # the common call
-        a, shape = args
-    else:
-        bound = _bound(func, args, kwargs)
-        a, shape = bound.arguments["array"], bound.arguments["shape"]
-    if _is_batched_anywhere(shape, level):
-        return _loop(func, args, kwargs, level)
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    data = _padded(a, len(shape))
-    return Batched(_strided_broadcast(data, (a.batch_size,) + shape), level)
-
-
-def _joined(func, args, kwargs, level, stacking: bool):
-    bound = _bound(func, args, kwargs)
-    arrays = list(bound.arguments["arrays"])
-    axis = bound.arguments.get("axis", 0)
-    n = _size(arrays, level)
-    if any(_is_batched_anywhere(v, level) for k, v in bound.arguments.items() if k != "arrays"):
-        return _loop(func, args, kwargs, level)
-    if axis is None and not stacking:
-        arrays = [np.ravel(a) for a in arrays]
-        axis = 0
-    ndim = max(_logical_ndim(a, level) for a in arrays)
-    datas = [a.data if _at(a, level) else _broadcast_data(a, n) for a in arrays]
-    bound.arguments["arrays"] = datas
-    bound.arguments["axis"] = _one_axis(axis, ndim + 1 if stacking else ndim)
-    return Batched(_call_bound(func, bound), level)
-
-
-def _concatenate(func, args, kwargs, level):
-    return _joined(func, args, kwargs, level, stacking=False)
-
-
-def _stack(func, args, kwargs, level):
-    return _joined(func, args, kwargs, level, stacking=True)
-
-
-def _where(func, args, kwargs, level):
-    if len(args) + len(kwargs) != 3:
-        return _loop(func, args, kwargs, level)
-    return _elementwise(func, args, kwargs, level)
-
-
-def _like(func, args, kwargs, level):
-    if len(args) == 1 and not kwargs and func is not np.full_like:  # np.ones_like(x)
-        return _zero_d_if(Batched(func(args[0].data), level))
-    bound = _bound(func, args, kwargs)
-    a = bound.arguments.pop("a" if "a" in bound.arguments else "prototype")
-    if bound.arguments.get("shape") is not None:
-        return _loop(func, args, kwargs, level)
-    if any(_at(v, level) for v in bound.arguments.values()):
-        return _loop(func, args, kwargs, level)
-    return _zero_d_if(Batched(func(a.data, *bound.args[1:], **bound.kwargs), level))
-
-
-def _copy(func, args, kwargs, level):
-    return _zero_d_if(Batched(np.copy(args[0].data), level))
-
-
-def _matmul_operands(a: Any, b: Any, level: int) -> tuple[Any, Any, bool, bool, int]:
-    """The operands of a batched matmul: 1-d ones made matrices (to be squeezed after),
-    batched ones padded to a common rank so that the batch axes line up."""
-    a_vec = _logical_ndim(a, level) == 1
-    b_vec = _logical_ndim(b, level) == 1
-    da = a.data if _at(a, level) else a
-    db = b.data if _at(b, level) else b
-    if a_vec:
-        da = np.expand_dims(da, -2)
-    if b_vec:
-        db = np.expand_dims(db, -1)
-    ra = _logical_ndim(a, level) + a_vec
-    rb = _logical_ndim(b, level) + b_vec
-    rank = max(ra, rb)
-    if _at(a, level) and ra < rank:
-        s = np.shape(da)
-        da = np.reshape(da, s[:1] + (1,) * (rank - ra) + s[1:])
-    if _at(b, level) and rb < rank:
-        s = np.shape(db)
-        db = np.reshape(db, s[:1] + (1,) * (rank - rb) + s[1:])
-    return da, db, a_vec, b_vec, rank
-
-
-def _matmul(func, args, kwargs, level):
-    if len(args) != 2 or kwargs:
-        return _loop(func, args, kwargs, level)
-    a, b = args
-    na, nb = _logical_ndim(a, level), _logical_ndim(b, level)
-    if na == 0 or nb == 0:
-        raise ValueError("matmul: input operand does not have enough dimensions")
-    product = _one_product(a, b, na, nb, level)
-    if product is not None:
-        return Batched(product, level)
-    da, db, a_vec, b_vec, _ = _matmul_operands(a, b, level)
-    out = np.matmul(da, db)
-    if b_vec:
-        out = out[..., 0]
-    if a_vec:
-        out = out[..., 0, :] if not b_vec else out[..., 0]
-    return Batched(out, level)
-
-
-def _one_product(a: Any, b: Any, na: int, nb: int, level: int) -> Any:
-    """A batched matmul with one matrix the same for every example, as one matrix
-    product over all the examples' rows (a stack of vector-matrix products, which NumPy
-    runs one by one, is several times slower); None where it is not that."""
-    if _at(a, level) and type(b) is np.ndarray and nb == 2:
-        da = a.data
-        if type(da) is not np.ndarray:
-            return None
-        if na == 1:  # x @ W, x one vector per example
-            return np.matmul(da, b)
-        rows = math.prod(da.shape[:-1])  # every example's rows, stacked
-        return np.matmul(da.reshape(rows, da.shape[-1]), b).reshape(da.shape[:-1] + b.shape[1:])
-    if _at(b, level) and type(a) is np.ndarray and na == 2:
-        db = b.data
-        if type(db) is not np.ndarray:
-            return None
-        if nb == 1:  # W @ v, v one vector per example: (V W^T), one row per example
-            return np.matmul(db, a.T)
-        if nb == 2 and db.shape[-1] == 1:  # W @ v[:, None]
-            return np.matmul(db[..., 0], a.T)[..., None]
-    if _at(a, level) and _at(b, level) and na == nb and na >= 2:
-        return np.matmul(a.data, b.data)  # a stack of products, batch first in both
-    return None
-
-
-def _dot(func, args, kwargs, level):
-    if len(args) != 2 or kwargs:
-        return _loop(func, args, kwargs, level)
-    a, b = args
-    na, nb = _logical_ndim(a, level), _logical_ndim(b, level)
-    if na == 0 or nb == 0:
-        return _elementwise(np.multiply, (a, b), {}, level)
-    if nb <= 2:
-        return _matmul(np.matmul, (a, b), {}, level)
-    return _loop(func, args, kwargs, level)
-
-
-def _inner(func, args, kwargs, level):
-    a, b = args
-    if _logical_ndim(a, level) == 1 and _logical_ndim(b, level) == 1:
-        return _matmul(np.matmul, (a, b), {}, level)
-    return _loop(func, args, kwargs, level)
-
-
-def _outer(func, args, kwargs, level):
-    a, b = args
-    da = np.reshape(a.data, (a.batch_size, -1, 1)) if _at(a, level) else np.reshape(a, (-1, 1))
-    db = np.reshape(b.data, (b.batch_size, 1, -1)) if _at(b, level) else np.reshape(b, (1, -1))
-    return Batched(da * db, level)
-
-
-def _einsum(func, args, kwargs, level):
-    if not args or not isinstance(args[0], str) or kwargs.get("out") is not None:
-        return _loop(func, args, kwargs, level)
-    subscripts = args[0].replace(" ", "")
-    operands = list(args[1:])
-    if "->" in subscripts:
-        inputs, output = subscripts.split("->")
-    else:
-        inputs = subscripts
-        letters = inputs.replace(",", "").replace(".", "")
-        output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-        if "..." in inputs:
-            output = "..." + output
-    terms = inputs.split(",")
-    free = [c for c in string.ascii_letters if c not in subscripts]
-    if len(terms) != len(operands) or not free:
-        return _loop(func, args, kwargs, level)
-    letter = free[0]
-    datas = []
-    for k, op in enumerate(operands):
-        if _at(op, level):
-            datas.append(op.data)
-            terms[k] = letter + terms[k]
+    datas, flags = [], []
+    for a in args:
+        kind = type(a)
+        if kind is Batched and a.level == level:
+            datas.append(a.data.copy() if arrays and _scalars(a) else a.data)
+            flags.append(True)
+        elif (kind is list or kind is tuple) and _is_batched_anywhere(a, level):
+            inner = tuple(_at(b, level) for b in a)
+            if any(not flag and _is_batched_anywhere(b, level) for b, flag in zip(a, inner)):
+                return _loop(func, args, kwargs, level)  # deeper than one list
+            datas.append(kind(b.data if flag else b for b, flag in zip(a, inner)))
+            flags.append(inner)
         else:
-            datas.append(op)
-    spec = ",".join(terms) + "->" + letter + output
-    return Batched(np.einsum(spec, *datas, **kwargs), level)
-
-
-def _core_matrix(func, args, kwargs, level):
-    """A ``linalg`` function of stacks of matrices, batched over the stack."""
-    a = args[0]
-    if not _at(a, level) or any(_at(v, level) for v in args[1:] + tuple(kwargs.values())):
+            datas.append(a)
+            flags.append(False)
+    out = rule(tuple(datas), tuple(flags), **kwargs)
+    if out is NotImplemented:
         return _loop(func, args, kwargs, level)
-    return _wrap(func(a.data, *args[1:], **kwargs), level)
+    out = _wrap(out, level)
+    return _zero_d_if(out) if arrays and type(out) is Batched else out
 
 
-def _solve(func, args, kwargs, level):
-    a, b = args[0], args[1]
-    if kwargs or len(args) != 2:
-        return _loop(func, args, kwargs, level)
-    vector = _logical_ndim(b, level) == 1
-    da = a.data if _at(a, level) else a
-    db = b.data if _at(b, level) else b
-    n = _size(args, level)
-    if not _at(a, level):
-        da = _broadcast_data(da, n)
-    if not _at(b, level):
-        db = _broadcast_data(db, n)
-    if vector:
-        db = db[..., None]
-    # the stacks of one example broadcast from the right: line them up after the batch
-    while np.ndim(db) < np.ndim(da):
-        db = np.expand_dims(db, 1)
-    while np.ndim(da) < np.ndim(db):
-        da = np.expand_dims(da, 1)
-    out = np.linalg.solve(da, db)
-    return Batched(out[..., 0] if vector else out, level)
-
-
-def _norm(func, args, kwargs, level):
-    bound = _bound(func, args, kwargs)
-    x = bound.arguments.pop("x")
-    ord = bound.arguments.get("ord")
-    axis = bound.arguments.get("axis")
-    keepdims = bound.arguments.get("keepdims", False)
-    if not _at(x, level) or _at(ord, level):
-        return _loop(func, args, kwargs, level)
-    ndim = np.ndim(x.data) - 1
-    data = x.data
-    if axis is None:
-        if ord is None:
-            if keepdims:
-                return _loop(func, args, kwargs, level)
-            data = np.reshape(data, (x.batch_size, -1))
-            return Batched(np.linalg.norm(data, axis=1), level)
-        axis = tuple(range(ndim))
-    return Batched(np.linalg.norm(data, ord=ord, axis=_axis(axis, ndim), keepdims=keepdims), level)
-
-
-def _query(func, args, kwargs, level):
-    """A function of shapes and dtypes only (``np.shape``, ``np.result_type``): asked of
-    one example."""
-    return func(*_example(args, level, 0), **_example_kw(kwargs, level, 0))
+# Functions of shapes and dtypes only, answered by one example; and those the reverse
+# pass asks of every batched adjoint, answered before anything else (``np.shape(x)``).
+_OF_ONE_EXAMPLE = frozenset((np.shape, np.ndim, np.size, np.iscomplexobj, np.isrealobj,
+                             np.result_type, np.can_cast, np.min_scalar_type))  # fmt: skip
+_CREATED = frozenset((np.asarray, np.array, np.asanyarray, np.ascontiguousarray, np.eye,
+                      np.zeros, np.ones, np.full, np.empty, np.arange, np.identity))  # fmt: skip
+_QUERIES: dict[Any, Callable] = {
+    np.shape: lambda x: x.shape,
+    np.ndim: lambda x: x.ndim,
+    np.size: lambda x: x.size,
+    np.iscomplexobj: lambda x: np.iscomplexobj(x.data),
+    np.isrealobj: lambda x: np.isrealobj(x.data),
+    np.result_type: lambda x: np.result_type(x.data),
+}
 
 
 def _example(args: Any, level: int, b: int) -> Any:
@@ -1455,106 +902,6 @@ def _example(args: Any, level: int, b: int) -> Any:
 
 def _example_kw(kwargs: dict, level: int, b: int) -> dict:
     return {k: _example((v,), level, b)[0] for k, v in kwargs.items()}
-
-
-def _shape_query(func, args, kwargs, level):
-    a = args[0]
-    if func is np.shape:
-        return a.shape
-    if func is np.ndim:
-        return a.ndim
-    if func is np.size:
-        axis = args[1] if len(args) > 1 else kwargs.get("axis")
-        return a.size if axis is None else a.shape[axis]
-    return _query(func, args, kwargs, level)
-
-
-def _created(func, args, kwargs, level):
-    """``np.asarray(c, like=x)`` and the like: a constant, the same for every example."""
-    kwargs = {k: v for k, v in kwargs.items() if k != "like"}
-    if _is_batched_anywhere(tuple(args) + tuple(kwargs.values()), level):
-        return _loop(func, args, kwargs, level)
-    return func(*args, **kwargs)
-
-
-_RULES: dict[Any, Callable] = {}
-
-
-def _register(rule: Callable, *funcs: Any) -> None:
-    for f in funcs:
-        _RULES[f] = rule
-
-
-_register(_reduction(), np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.std,
-          np.var, np.any, np.all, np.nansum, np.nanmean, np.nanmax, np.nanmin, np.nanprod,
-          np.ptp, np.median, np.count_nonzero)  # fmt: skip
-_register(_reduction(flattens=True), np.cumsum, np.cumprod, np.argmax, np.argmin,
-          np.nancumsum, np.nancumprod)  # fmt: skip
-_register(_reduction(default=-1, flattens=True), np.sort, np.argsort)
-_register(_reduction(), np.flip)  # axis=None: every axis of one example
-
-
-def _diff(func, args, kwargs, level):
-    # np.diff(a, n, axis, ...): its second argument is n, not an axis
-    kwargs = {**dict(zip(("n", "axis", "prepend", "append"), args[1:])), **kwargs}
-    if "prepend" in kwargs or "append" in kwargs:  # joined to each example: one at a time
-        return _loop(func, args[:1], kwargs, level)
-    return _shifted_axis(func, args[:1], kwargs, level, default=-1)
-
-
-_register(_diff, np.diff)
-_register(_reshape, np.reshape)
-_register(_transpose, np.transpose)
-_register(_axes_rule("source", "destination"), np.moveaxis)
-_register(_axes_rule("axis1", "axis2"), np.swapaxes)
-_register(_axes_rule("axis1", "axis2"), np.diagonal, np.trace)
-_expand_dims_bound = _axes_rule("axis", extra=_expand_rank)
-_register(_expand_dims, np.expand_dims)
-_register(_axes_rule("axis"), np.take, np.roll, np.repeat)
-_register(_squeeze, np.squeeze)
-_register(_ravel, np.ravel)
-_register(_broadcast_to, np.broadcast_to)
-_register(_concatenate, np.concatenate)
-_register(_stack, np.stack)
-_register(_where, np.where)
-_register(_elementwise_function, np.clip, np.nan_to_num, np.sinc, np.i0, np.real, np.imag,
-          np.angle, np.real_if_close, np.round, np.around, np.isclose)  # fmt: skip
-_register(_like, np.zeros_like, np.ones_like, np.empty_like, np.full_like)
-_register(_copy, np.copy)
-_register(_created, np.asarray, np.array, np.asanyarray, np.ascontiguousarray, np.eye,
-          np.zeros, np.ones, np.full, np.empty, np.arange, np.identity)  # fmt: skip
-_register(_matmul, np.matmul)
-_register(_dot, np.dot)
-_register(_inner, np.inner, np.vdot)
-_register(_outer, np.outer)
-_register(_einsum, np.einsum)
-_register(_core_matrix, np.linalg.inv, np.linalg.det, np.linalg.slogdet, np.linalg.cholesky,
-          np.linalg.eigh, np.linalg.eigvalsh, np.linalg.svd, np.linalg.qr, np.linalg.pinv,
-          np.linalg.matrix_power, np.linalg.eig, np.linalg.eigvals)  # fmt: skip
-_register(_solve, np.linalg.solve)
-_register(_norm, np.linalg.norm)
-_register(_shape_query, np.shape, np.ndim, np.size)
-_register(_query, np.iscomplexobj, np.isrealobj, np.result_type, np.can_cast, np.min_scalar_type)
-
-# tril/triu act on the last two axes only: correct as elementwise only where the example
-# is at least a matrix; the elementwise rule pads lower ranks, so guard them
-_RULES[np.tril] = _RULES[np.triu] = lambda func, args, kwargs, level: (
-    _wrap(func(args[0].data, *args[1:], **kwargs), level)
-    if _at(args[0], level) and args[0].ndim >= 2
-    else _loop(func, args, kwargs, level)
-)
-_RULES[np.isclose] = _elementwise_function
-
-# Questions about one example that the reverse pass asks of every batched adjoint,
-# answered before anything else (``np.shape(x)`` with ``x`` the only argument).
-_QUERIES: dict[Any, Callable] = {
-    np.shape: lambda x: x.shape,
-    np.ndim: lambda x: x.ndim,
-    np.size: lambda x: x.size,
-    np.iscomplexobj: lambda x: np.iscomplexobj(x.data),
-    np.isrealobj: lambda x: np.isrealobj(x.data),
-    np.result_type: lambda x: np.result_type(x.data),
-}
 
 
 # -- indexing ----------------------------------------------------------------------------
@@ -1675,7 +1022,7 @@ def _stack_examples(results: list, func: Any) -> Any:
     shapes = {np.shape(r) for r in results}
     if len(shapes) > 1:
         name = "x[index]" if func is _index else function_name(func) if func else "a function"
-        raise ValueError(
+        raise _NoBatch(
             f"vmap: {name} at "
             f"{_user_line()} gives the examples results of different shapes "
             f"({', '.join(map(str, sorted(shapes)))}), which no batch can hold: a boolean "
@@ -1803,90 +1150,6 @@ SHAPED.add(Batched)  # its .shape is one example's, as np.shape(x) answers
 MEMORY[Batched] = _memory
 
 
-# -- batched forms of the commonest rules ------------------------------------------------
-# Under vmap(grad(f)) a rule runs on batched values, and each NumPy call inside it is
-# answered through Batched's protocols, a few microseconds each. The rules that per-example
-# gradients of small models run most (sums, extrema, vector-matrix products) hand a batch
-# of adjoints to these forms (sensitivities.batching.batched_form), which compute on the
-# batch's data at once; where a call is not their case (keywords, values of several vmaps,
-# stacks of matrices), they answer NotImplemented and the rule runs as written.
-
-
-def _reduced(x: Any, ybar: Any, axis: Any, out: Any, initial: Any, where: Any) -> Any:
-    """``(data, kept, axes)`` of a reduction of ``x`` over ``axis``: the batch's data,
-    its shape with the reduced axes as 1s, and those axes of the data; where ``x`` and
-    ``ybar`` are ndarray batches of one level, reduced without ``out``, ``initial`` or
-    ``where``. None otherwise."""
-    if (
-        type(x) is not Batched
-        or type(ybar) is not Batched
-        or x.level != ybar.level
-        or type(x.data) is not np.ndarray
-        or type(ybar.data) is not np.ndarray
-        or out is not None
-        or initial is not np._NoValue
-        or where is not np._NoValue
-        or not (type(axis) is int or type(axis) is tuple or axis is None)
-    ):
-        return None
-    data = x.data
-    axes = _axis(axis, data.ndim - 1)
-    axes = axes if type(axes) is tuple else (axes,)
-    return data, tuple(1 if k in axes else n for k, n in enumerate(data.shape)), axes
-
-
-@batched_form("sum")
-def _sum_form(y, ybar, x, axis, out, keepdims, initial, where):
-    reduced = _reduced(x, ybar, axis, out, initial, where)
-    if reduced is None:
-        return NotImplemented
-    data, kept, _ = reduced  # ybar put back in the reduced axes, repeated along them
-    return Batched(_strided_broadcast(ybar.data.reshape(kept), data.shape), x.level)
-
-
-@batched_form("extremum")
-def _extremum_form(y, ybar, x, axis, out, keepdims, initial, where):
-    reduced = _reduced(x, ybar, axis, out, initial, where)
-    if reduced is None or type(y) is not Batched or y.level != x.level:
-        return NotImplemented
-    data, kept, axes = reduced
-    hits = np.equal(data, y.data.reshape(kept))  # NaNs never hit
-    g = ybar.data.reshape(kept)
-    # the rule's test, over the whole batch: as many hits as slices and no NaN slice
-    if np.count_nonzero(hits) == y.data.size and not np.isnan(y.data).any():
-        return Batched(hits * g, x.level)
-    dtype = data.dtype if data.dtype.kind in "fc" else np.dtype(np.float64)
-    count = np.add.reduce(hits, axis=axes, keepdims=True, dtype=dtype)  # ties share
-    return Batched(hits * (g / np.maximum(count, 1)), x.level)
-
-
-@batched_form("matmul")
-def _matmul_form(argnum, ybar, a, b):
-    """A vector per example times one matrix, or one matrix times a vector per example:
-    a product of the batch's rows, and an outer product per example."""
-    if type(ybar) is not Batched or type(ybar.data) is not np.ndarray:
-        return NotImplemented
-    level = ybar.level
-    if type(b) is np.ndarray and b.ndim == 2 and _vectors(a, level):  # x @ W
-        if argnum == 0:
-            return Batched(np.matmul(ybar.data, b.T), level)
-        return Batched(_outer(a.data, ybar.data), level)
-    if type(a) is np.ndarray and a.ndim == 2 and _vectors(b, level):  # W @ x
-        if argnum == 0:
-            return Batched(_outer(ybar.data, b.data), level)
-        return Batched(np.matmul(ybar.data, a), level)
-    return NotImplemented
-
-
-def _vectors(v: Any, level: int) -> bool:
-    return type(v) is Batched and v.level == level and type(v.data) is np.ndarray and v.ndim == 1
-
-
-def _outer(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Each example's outer product of two batches of vectors."""
-    left, right = u[:, :, None], v[:, None, :]
-    product = _outer_product(left, right)
-    return left * right if product is None else product
 
 
 # -- closures over nodes of outer tapes ------------------------------------------------------

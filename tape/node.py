@@ -1,7 +1,8 @@
 """The node's operator surface: a recorded value that behaves like its value.
 
 Every operator, ndarray method and attribute of ``Node`` is the NumPy function it means,
-handed to ``recording.apply``; NumPy's protocols (``__array_ufunc__``,
+handed to ``recording.apply`` (the surface it shares with ``vmap``'s batched values is
+``tape.array_surface``); NumPy's protocols (``__array_ufunc__``,
 ``__array_function__``) bring plain ``np.*`` calls to the same place. Nothing here
 decides anything about the tape: that is recording's business.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import dis
 import operator
 import sys
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from sensitivities import astype, registry
 from sensitivities.counterparts import scipy_caller, sparse_operator
 from sensitivities.registry import foreign_handler
 
+from .array_surface import ArraySurface, _as_array
 from .conversions import is_converting
 from .duck_arrays import is_duck_array
 from .errors import (
@@ -36,19 +38,9 @@ from .errors import (
 )
 from .inplace import augmented, set_item
 from .outputs import ufunc_out
-from .recording import Record, apply, innermost_tape, plain, record_primitive
+from .recording import Record, apply, plain, record_primitive
 
 __all__ = ["Node"]
-
-
-def _recorded_method(f: Callable) -> Callable:
-    """The ndarray method ``x.name(*args, **kwargs)``, recorded as ``f(x, *args, **kwargs)``."""
-
-    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return apply(f, (self, *args), kwargs)
-
-    method.__name__ = f.__name__
-    return method
 
 
 def _in_place(name: str, instead: str) -> Callable:
@@ -59,7 +51,7 @@ def _in_place(name: str, instead: str) -> Callable:
     return method
 
 
-class Node(Record):
+class Node(Record, ArraySurface):
     """A recorded value, the base of ``Leaf`` and ``Branch``. It behaves like the value:
     arithmetic, ``@``, indexing, ``.shape``, and every NumPy function, each recorded on
     the node's tape.
@@ -111,6 +103,8 @@ class Node(Record):
 
     # a primitive (sensitivities.registry.primitive) hands a call that meets a node here
     __record_call__ = staticmethod(record_primitive)
+    # the shared array surface (tape.array_surface): every method and operator, recorded
+    _apply = staticmethod(apply)
 
     def __array_namespace__(self, api_version: str | None = None) -> Any:
         """The array API namespace of nodes (``tape.array_api``): NumPy's, with an
@@ -118,15 +112,6 @@ class Node(Record):
         from . import array_api
 
         return array_api
-
-    @property
-    def device(self) -> str:
-        return "cpu"
-
-    def to_device(self, device: Any, /, stream: Any = None) -> Any:
-        if device != "cpu":
-            raise ValueError(f"a node lives where NumPy's arrays do, on 'cpu', not {device!r}")
-        return self
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         caller = sys._getframe(1)
@@ -194,19 +179,8 @@ class Node(Record):
         # rounding is piecewise constant: a plain result, as a comparison is
         return plain(round, (self,)) if ndigits is None else plain(round, (self, ndigits))
 
-    # -- arithmetic, each recorded as the NumPy ufunc it means ----------------------------
-
-    def __add__(self, other: Any) -> Any:
-        return apply(np.add, (self, other))
-
-    def __radd__(self, other: Any) -> Any:
-        return apply(np.add, (other, self))
-
-    def __sub__(self, other: Any) -> Any:
-        return apply(np.subtract, (self, other))
-
-    def __rsub__(self, other: Any) -> Any:
-        return apply(np.subtract, (other, self))
+    # -- operators: the shared surface's (tape.array_surface), and those that meet another
+    # library's operands (a sparse matrix) as it asks
 
     def __mul__(self, other: Any) -> Any:
         if type(other) not in _KNOWN and (handler := _foreign(np.multiply, other)):
@@ -218,30 +192,6 @@ class Node(Record):
             return handler(other, self)
         return apply(np.multiply, (other, self))
 
-    def __truediv__(self, other: Any) -> Any:
-        return apply(np.true_divide, (self, other))
-
-    def __rtruediv__(self, other: Any) -> Any:
-        return apply(np.true_divide, (other, self))
-
-    def __floordiv__(self, other: Any) -> Any:
-        return apply(np.floor_divide, (self, other))
-
-    def __rfloordiv__(self, other: Any) -> Any:
-        return apply(np.floor_divide, (other, self))
-
-    def __mod__(self, other: Any) -> Any:
-        return apply(np.remainder, (self, other))
-
-    def __rmod__(self, other: Any) -> Any:
-        return apply(np.remainder, (other, self))
-
-    def __pow__(self, other: Any) -> Any:
-        return apply(np.power, (self, other))
-
-    def __rpow__(self, other: Any) -> Any:
-        return apply(np.power, (other, self))
-
     def __matmul__(self, other: Any) -> Any:
         if type(other) not in _KNOWN and (handler := _foreign(np.matmul, other)):
             return handler(self, other)
@@ -251,47 +201,6 @@ class Node(Record):
         if type(other) not in _KNOWN and (handler := _foreign(np.matmul, other)):
             return handler(other, self)  # SciPy's sparse S @ x arrives here
         return apply(np.matmul, (other, self))
-
-    def __divmod__(self, other: Any) -> tuple:
-        # np.divmod(x, y) is (x // y, x % y), as NumPy documents it
-        return apply(np.floor_divide, (self, other)), apply(np.remainder, (self, other))
-
-    def __rdivmod__(self, other: Any) -> tuple:
-        return apply(np.floor_divide, (other, self)), apply(np.remainder, (other, self))
-
-    # bitwise operators: NumPy's ufuncs, which have no gradient (and refuse floats)
-    def __and__(self, other: Any) -> Any:
-        return apply(np.bitwise_and, (self, other))
-
-    def __rand__(self, other: Any) -> Any:
-        return apply(np.bitwise_and, (other, self))
-
-    def __or__(self, other: Any) -> Any:
-        return apply(np.bitwise_or, (self, other))
-
-    def __ror__(self, other: Any) -> Any:
-        return apply(np.bitwise_or, (other, self))
-
-    def __xor__(self, other: Any) -> Any:
-        return apply(np.bitwise_xor, (self, other))
-
-    def __rxor__(self, other: Any) -> Any:
-        return apply(np.bitwise_xor, (other, self))
-
-    def __lshift__(self, other: Any) -> Any:
-        return apply(np.left_shift, (self, other))
-
-    def __rlshift__(self, other: Any) -> Any:
-        return apply(np.left_shift, (other, self))
-
-    def __rshift__(self, other: Any) -> Any:
-        return apply(np.right_shift, (self, other))
-
-    def __rrshift__(self, other: Any) -> Any:
-        return apply(np.right_shift, (other, self))
-
-    def __invert__(self) -> Any:
-        return apply(np.invert, (self,))
 
     # -- augmented assignments write the node in place, as on an ndarray (tape.inplace);
     # a node holding a float or a NumPy scalar is rebound, as those are immutable
@@ -335,39 +244,7 @@ class Node(Record):
     def __irshift__(self, other: Any) -> Any:
         return augmented(self, np.right_shift, other)
 
-    def __neg__(self) -> Any:
-        return apply(np.negative, (self,))
-
-    def __pos__(self) -> Any:
-        return apply(np.positive, (self,))
-
-    def __abs__(self) -> Any:
-        return apply(np.absolute, (self,))
-
-    # -- comparisons give plain results -----------------------------------------------
-
-    def __lt__(self, other: Any) -> Any:
-        return apply(np.less, (self, other))
-
-    def __le__(self, other: Any) -> Any:
-        return apply(np.less_equal, (self, other))
-
-    def __gt__(self, other: Any) -> Any:
-        return apply(np.greater, (self, other))
-
-    def __ge__(self, other: Any) -> Any:
-        return apply(np.greater_equal, (self, other))
-
-    def __eq__(self, other: Any) -> Any:
-        return apply(np.equal, (self, other))
-
-    def __ne__(self, other: Any) -> Any:
-        return apply(np.not_equal, (self, other))
-
-    # -- indexing and the array attributes ---------------------------------------------
-
-    def __getitem__(self, index: Any) -> Any:
-        return apply(operator.getitem, (self, index))
+    # -- writes and the array attributes -------------------------------------------------
 
     def __setitem__(self, index: Any, value: Any) -> None:
         """``x[index] = v``, as NumPy does it: every name bound to ``x``, and every view
@@ -381,13 +258,6 @@ class Node(Record):
                 raise TypeError(COMPILED_SWAP)
         set_item(self, index, value)
 
-    def __len__(self) -> int:
-        return len(self.value)
-
-    def __iter__(self) -> Iterator[Any]:
-        for i in range(len(self)):
-            yield self[i]
-
     def __contains__(self, item: Any) -> bool:
         # NumPy's meaning, (x == item).any(): a plain answer, as comparisons give
         return bool(plain(operator.contains, (self, item)))
@@ -395,14 +265,6 @@ class Node(Record):
     @property
     def shape(self) -> tuple:
         return np.shape(self.value)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape))
 
     @property
     def dtype(self) -> np.dtype:
@@ -422,10 +284,6 @@ class Node(Record):
             "x.dtype = ... reinterprets an array's bytes in place, which has no gradient; "
             "use x.astype(dtype) to convert the values"
         )
-
-    @property
-    def T(self) -> Any:
-        return apply(np.transpose, (self,))
 
     @property
     def real(self) -> Any:
@@ -449,44 +307,8 @@ class Node(Record):
 
     # -- the ndarray methods people call, recorded as the NumPy functions ---------------
 
-    sum = _recorded_method(np.sum)
-    mean = _recorded_method(np.mean)
-    max = _recorded_method(np.max)
-    min = _recorded_method(np.min)
-    prod = _recorded_method(np.prod)
-    var = _recorded_method(np.var)
-    std = _recorded_method(np.std)
-    cumsum = _recorded_method(np.cumsum)
-    cumprod = _recorded_method(np.cumprod)
-    argmax = _recorded_method(np.argmax)
-    argmin = _recorded_method(np.argmin)
 
-    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
-        if len(shape) == 1 and not isinstance(shape[0], int):
-            shape = shape[0]
-        return apply(np.reshape, (self, shape), kwargs)
 
-    def transpose(self, *axes: Any) -> Any:
-        if len(axes) == 1 and not isinstance(axes[0], int):
-            axes = axes[0]
-        return apply(np.transpose, (self, axes or None))
-
-    def dot(self, other: Any, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.dot, (self, other, *args), kwargs)
-
-    ravel = _recorded_method(np.ravel)
-
-    def flatten(self, order: str = "C") -> Any:
-        # a copy, as ndarray's: np.ravel alone may give a view, which writes would share
-        flat = (
-            apply(np.ravel, (self,), {"order": order}) if order != "C" else apply(np.ravel, (self,))
-        )
-        return apply(np.copy, (flat,))
-
-    squeeze = _recorded_method(np.squeeze)
-
-    def swapaxes(self, axis1: Any, axis2: Any) -> Any:
-        return apply(np.swapaxes, (self, axis1, axis2))
 
     def astype(
         self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
@@ -508,11 +330,6 @@ class Node(Record):
             result = np.copy(result, order=layout)
         return result
 
-    clip = _recorded_method(np.clip)
-    argpartition = _recorded_method(np.argpartition)
-
-    def choose(self, choices: Any, *args: Any, **kwargs: Any) -> Any:
-        return apply(np.choose, (self, choices, *args), kwargs)
 
     def view(self, *args: Any, **kwargs: Any) -> Any:
         """``x.view()``: a node that is a view of ``x`` (writes to either show in the
@@ -534,41 +351,9 @@ class Node(Record):
             )
         return apply(operator.getitem, (self, ...))
 
-    def conj(self) -> Any:
-        return apply(np.conjugate, (self,))
 
-    conjugate = conj
 
-    diagonal = _recorded_method(np.diagonal)
-    trace = _recorded_method(np.trace)
-    repeat = _recorded_method(np.repeat)
-    take = _recorded_method(np.take)
 
-    def compress(self, condition: Any, axis: Any = None) -> Any:
-        return apply(np.compress, (condition, self), {"axis": axis})
-
-    copy = _recorded_method(np.copy)
-    round = _recorded_method(np.round)
-    all = _recorded_method(np.all)
-    any = _recorded_method(np.any)
-    argsort = _recorded_method(np.argsort)
-
-    def nonzero(self) -> Any:
-        return apply(np.nonzero, (self,))
-
-    searchsorted = _recorded_method(np.searchsorted)
-
-    @property
-    def mT(self) -> Any:
-        return apply(np.matrix_transpose, (self,))
-
-    @property
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.itemsize
 
     # ndarray methods that change the array in place: writes, as x[...] = v is
     # (tape.inplace): every name and view of x sees them, and the gradient flows
@@ -651,16 +436,6 @@ class Node(Record):
         """The strides of the value, for code that computes views with ``as_strided``."""
         return registry.value_of(self).strides
 
-    @property
-    def flat(self) -> Any:
-        """``x.flat``: ``x.flat[i]`` reads elements in C order (a copy, as NumPy's), and
-        ``x.flat[i] = v`` writes them; ``len`` and iteration too."""
-        return _Flat(self)
-
-    @flat.setter
-    def flat(self, value: Any) -> None:
-        _Flat(self)[...] = value  # x.flat = v writes every element, as NumPy's does
-
     def __getattr__(self, name: str) -> Any:
         # called only where normal lookup failed: the ndarray attributes of memory and
         # layout (flags, base, ctypes, byteswap...) get an answer that says why
@@ -718,16 +493,6 @@ _MEMORY_ATTRIBUTES = frozenset(
 )  # fmt: skip
 
 
-def _as_array(values: Any) -> Any:
-    """``values`` as NumPy reads a value to write: a list or tuple (of numbers, or of
-    nodes, stacked) becomes one array; a node or an array stays as it is."""
-    if type(values) is not list and type(values) is not tuple:
-        return values
-    if innermost_tape(values) is None:
-        return np.asarray(values)
-    return np.stack([_as_array(v) for v in values])
-
-
 def _probe(node: Any) -> Any:
     """A plain copy of ``node``'s value, for NumPy to raise its own errors on: an in-place
     method of a node that NumPy would refuse raises before anything is recorded."""
@@ -751,48 +516,6 @@ def _has_layout(value: Any, layout: str) -> bool:
     if flags is None:
         return True  # another library's array: its layout is its own business
     return bool(flags.c_contiguous if layout == "C" else flags.f_contiguous)
-
-
-class _Flat:
-    """``node.flat``: the elements of a node in C order, by flat position."""
-
-    __slots__ = ("node",)
-
-    def __init__(self, node: Any) -> None:
-        self.node = node
-
-    def __len__(self) -> int:
-        return self.node.size
-
-    def __iter__(self) -> Iterator[Any]:
-        flat = apply(np.ravel, (self.node,))
-        return (flat[i] for i in range(self.node.size))
-
-    def __getitem__(self, index: Any) -> Any:
-        picked = apply(operator.getitem, (apply(np.ravel, (self.node,)), index))
-        # NumPy's flat[...] gives a copy: a view of the node would share its writes
-        is_view = isinstance(registry.value_of(picked), np.ndarray) and np.ndim(picked) > 0
-        return apply(np.copy, (picked,)) if is_view else picked
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        node = self.node
-        value = _as_array(value)
-        positions = np.ravel(np.arange(node.size)[index])
-        count = np.size(registry.value_of(value))
-        if positions.size and count != positions.size:
-            if not count:
-                raise ValueError("flat assignment of an empty sequence")
-            # NumPy repeats (or cuts) the values to the number of positions
-            value = np.ravel(value)[np.arange(positions.size) % count]
-        elif np.ndim(registry.value_of(value)) > 1:
-            value = np.ravel(value)
-        set_item(node, np.unravel_index(positions, node.shape), value)
-
-    def copy(self) -> Any:
-        return apply(np.copy, (apply(np.ravel, (self.node,)),))
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        return self.node.__array__(dtype, copy)
 
 
 # Operands a node's operators take as NumPy does, without asking the registry whether they
