@@ -400,14 +400,14 @@ def _batched_pullback(pullback: _Pullback, cotangents: Any) -> list | None:
     """J^T for the k cotangents at once, the pullback run on them as one batch (vmap of
     the reverse pass; ``benchmarks/jacobian_paths.py`` finds it up to a quarter faster
     than forward mode over the pullback, which pays for the primal values of the reverse
-    pass too). None where some rule cannot run batched: ``f`` has run already, so an error
-    here comes from a rule under vmap, and forward mode over the pullback, which every
-    rule supports, gives the answer (or raises the error that is the user's)."""
-    from .batching import vmap
+    pass too). None where some rule cannot run batched (``BatchingError``: it needs one
+    value where the batch holds one per example), and forward mode over the pullback,
+    which every rule supports, gives the answer; any other error is raised."""
+    from .batching import BatchingError, vmap
 
     try:
         return list(vmap(pullback)(cotangents))
-    except Exception:
+    except BatchingError:
         return None
 
 

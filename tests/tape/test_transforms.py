@@ -851,3 +851,47 @@ def test_checkpoint_of_a_function_that_draws_from_a_generator_it_closes_over_rai
     with pytest.raises(RuntimeError, match=r"checkpoint.*another value.*as an argument"):
         grad(lambda x: np.sum(block(x) ** 2))(np.ones(16))
     assert grad(lambda x: np.sum(x**2))(np.ones(2))[0].tolist() == [2.0, 2.0]
+
+
+# -- jacobian's reverse mode: the pullback under vmap, forward mode where it cannot run ----
+
+
+def test_jacobian_rev_falls_back_only_where_a_rule_cannot_run_batched():
+    from sensitivities import primitive, sensitivity
+    from sensitivities.batching import batching
+
+    @primitive
+    def scaled_back(g):
+        return 2.0 * g
+
+    @sensitivity(scaled_back, 0)
+    def _(y, ybar, g):
+        return 2.0 * ybar
+
+    @primitive
+    def doubled(x):
+        return 2.0 * x
+
+    @sensitivity(doubled, 0)
+    def _(y, ybar, x):
+        return scaled_back(ybar)
+
+    @batching(scaled_back)
+    def _(args, batched):
+        raise ValueError("a mistake in a batching rule")
+
+    # a batching rule's own error is the program's: raised, not hidden by forward mode
+    with pytest.raises(ValueError, match="a mistake in a batching rule"):
+        jacobian(doubled, mode="rev")(np.ones(3))
+
+    @primitive
+    def signed(x):
+        return 2.0 * x
+
+    @sensitivity(signed, 0)
+    def _(y, ybar, x):
+        # control flow on the cotangent: no single answer for a batch of them
+        return 2.0 * ybar if ybar[0] > 0.5 else ybar + ybar
+
+    # a rule that cannot run batched (BatchingError) goes to forward mode, which is exact
+    np.testing.assert_allclose(jacobian(signed, mode="rev")(np.ones(3)), 2.0 * np.eye(3))
