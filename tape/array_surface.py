@@ -73,9 +73,6 @@ class ArraySurface:
     def __invert__(self) -> Any:
         return self._apply(np.invert, (self,))
 
-    def __round__(self, ndigits: int | None = None) -> Any:
-        return self._apply(np.round, (self, ndigits or 0))
-
     def __getitem__(self, index: Any) -> Any:
         return self._apply(operator.getitem, (self, index))
 

@@ -218,6 +218,12 @@ class Batched(ArraySurface):
             "keep to NumPy functions (or register a batching rule)"
         )
 
+    def __round__(self, ndigits: int | None = None) -> Any:
+        if not _scalars(self):  # NumPy's error: only its scalars round
+            raise TypeError("type numpy.ndarray doesn't define __round__ method")
+        rounded = np.round(self, ndigits or 0)
+        return rounded.astype(int) if ndigits is None else rounded  # round(2.6) is 3
+
     def item(self, *args: Any) -> Any:
         self._no_single_value(".item()")
 
@@ -236,6 +242,11 @@ class Batched(ArraySurface):
                 return result
         elif f is operator.getitem:
             return _getitem(*args)
+        elif type(f) is not np.ufunc and batching_entry(f) is None:
+            # no rule: NumPy's own code for x.choose(c) would call the method back
+            level = _scan(args + tuple(kwargs.values()) if kwargs else args)
+            if level is not _NODE:
+                return _loop(f, args, kwargs or {}, level)
         return f(*args, **kwargs) if kwargs else f(*args)
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
