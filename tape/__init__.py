@@ -16,7 +16,6 @@ from sensitivities import (
 )
 
 from . import array_api  # noqa: F401  (node.__array_namespace__)
-from .batching import vmap
 from .checking import check_grad
 from .compiled import CompiledGrad, TapeMismatchError, compile_grad
 from .conversions import library_code
@@ -30,6 +29,7 @@ from .records import Branch, Leaf, Tape
 from .reverse import ReverseTape, propagate, reverse_tape
 from .transforms import checkpoint, hessian, hvp, jacobian, jvp, stop_gradient, vjp
 from .trees import ravel, tree_flatten, tree_map, tree_unflatten
+from .vmapping import vmap
 
 __version__ = "0.1.0"
 

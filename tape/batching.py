@@ -1,46 +1,32 @@
-"""``vmap``: a function written for one example, run over a batch.
+"""The interpreter of ``vmap``: how a batched value (``Batched``) answers NumPy.
 
-A batched value is a ``Batched``: an array whose leading axis is the batch, and which
-shows the rest, one example's shape, to the code that uses it (``x.shape`` is one
-example's shape). It has a node's whole array surface (``tape.array_surface``), and
-speaks NumPy's protocols (``__array_ufunc__``, ``__array_function__``,
-``__record_call__``). This module is the interpreter: it answers ufuncs itself (they
-broadcast over the batch, the batched operands padded after their batch axis), and
-every other function by its batching rule (``sensitivities.batching``: plain NumPy on
-the batches' data), unwrapping the batched values and wrapping the result. A function
-without a rule runs NumPy's own Python code on the batched values, or once per example
-with the results stacked (the loop fallback, which ``vmap(..., report=True)`` and
-``tape.debug()`` report).
+A ``Batched`` (its data, writes and refusals in ``tape.batched``) shows one example's
+shape and speaks NumPy's protocols. Ufuncs are answered here: they broadcast over the
+batch, the batched operands padded after their batch axis. Every other function is
+answered by its batching rule (``sensitivities.batching``, plain NumPy on the batches'
+data), the batched values unwrapped and the result wrapped; a function without one runs
+NumPy's own Python code on the batched values, or once per example with the results
+stacked (the loop fallback, which ``vmap(..., report=True)`` and ``tape.debug()`` report).
 
-Fast paths, each in one place here, answer the calls that per-example gradients make
-most without the general path's scan of the arguments: an elementwise ufunc of batches
-and plain values (``_ufunc_call``, with large outer products by ``einsum``), ``x @ W``
-(``_pair_level``), a reduction of one batch (``_reduce_call``), and the questions the
-reverse pass asks of every adjoint (``_QUERIES``: ``np.shape(x)``).
+Fast paths, each in one place here, answer what per-example gradients call most without
+the general path's scan for nodes: an elementwise ufunc of batches and plain values
+(``_ufunc_call``, large outer products by ``einsum``), ``x @ W`` (``_pair_level``), a
+reduction of one batch (``_reduce_call``), and what the reverse pass asks of every
+adjoint (``_QUERIES``: ``np.shape(x)``).
 
 The tape records ``Batched`` values as it records Dask or CuPy arrays, so a ``grad``
-inside a ``vmap`` records batched values and its rules run batched: ``vmap(grad(f))``
-gives per-example gradients in one pass. Nodes stay outside batched values (a node's
-value may be batched; a batched value never holds a node): a node passed to ``vmap``
-enters through a recorded primitive (``batch_in``), leaves through another
-(``batch_out``), and a node of a tape made before the ``vmap`` that meets batched
-values inside it (a closure) is broadcast over the batch by a recorded ``broadcast``,
-whose sensitivity sums over the batch. Each ``vmap`` call takes a level from the same
-counter as tapes; a call with batched values of several ``vmap``s is batched for the
-innermost (``vmap(vmap(f))``).
-
-Python control flow that depends on a batched value (``if x > 0``) has no single answer
-for the batch: it raises ``BatchedControlFlowError`` naming the line; write it with
-``np.where``.
+inside a ``vmap`` runs its rules batched. Nodes stay outside batched values (a node's
+value may be batched; a batched value never holds a node): a node enters and leaves the
+batch through recorded primitives (``batch_in``, ``batch_out``), and one of an outer
+tape met inside is broadcast by a recorded ``broadcast`` (``tape.vmapping``). Each
+``vmap`` call takes a level from the same counter as tapes; a call with batched values
+of several ``vmap``s is batched for the innermost.
 """
 
 from __future__ import annotations
 
-import functools
 import operator
-import sys
 import warnings
-import weakref
 from contextvars import ContextVar
 from typing import Any, Callable
 
@@ -58,53 +44,38 @@ from sensitivities.batching import shifted_axis as _axis
 from sensitivities.registry import function_name, value_of
 from sensitivities.registry import pushforward as _engine_pushforward
 
-from .array_surface import ArraySurface
-from .forward import ForwardTape
-from .mutation import sealed
+from .batched import (
+    _PLAIN,
+    BatchedBase,
+    BatchedControlFlowError,
+    BatchingError,
+    _at,
+    _CannotWrite,
+    _check_writable,
+    _detach,
+    _example,
+    _example_kw,
+    _into,
+    _is_batched_anywhere,
+    _memory,
+    _NoBatch,
+    _owner,
+    _padded,
+    _scalars,
+    _user_line,
+    _zero_d_if,
+)
 from .node import Node
-from .observing import observing, rewrite, unobserve
-from .records import Branch, Tape
+from .observing import observing
 from .reverse import SHAPED
-from .trees import tree_flatten, tree_unflatten
-from .versions import MEMORY, memory_of
+from .versions import MEMORY
 
 __all__ = [
-    "vmap",
     "Batched",
     "BatchedControlFlowError",
     "BatchingError",
     "VmapFallbackWarning",
 ]
-
-
-class BatchingError(Exception):
-    """A call that cannot run batched as written: Python control flow or a conversion
-    that needs one value where a batch holds one per example, examples whose results
-    differ in shape, a write that one batched write cannot follow. Code that can do the
-    same thing another way (``jacobian``'s reverse mode, by forward mode) catches this
-    and no other error."""
-
-
-class BatchedControlFlowError(BatchingError, TypeError):
-    """Python control flow (``if``, ``while``, ``bool``, ``float``) met a batched value,
-    which holds one value per example: there is no single answer.
-
-    >>> import numpy as np
-    >>> from tape import vmap
-    >>> def relu(x):
-    ...     return x if x > 0 else 0.0
-    >>> vmap(relu)(np.array([1.0, -1.0]))
-    Traceback (most recent call last):
-    tape.batching.BatchedControlFlowError: ...
-    """
-
-
-class _CannotWrite(BatchingError, TypeError):
-    """A write that one batched value cannot take (each example would write its own)."""
-
-
-class _NoBatch(BatchingError, ValueError):
-    """Examples whose results no batch can hold, or a write no view of a batch follows."""
 
 
 class VmapFallbackWarning(UserWarning):
@@ -116,18 +87,9 @@ class VmapFallbackWarning(UserWarning):
 _reporting: ContextVar[bool] = ContextVar("tape_vmap_reporting", default=False)
 
 
-def _user_line() -> str:
-    """``file:line`` of the innermost frame outside tape, sensitivities and numpy."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        name = frame.f_globals.get("__name__", "")
-        if not (name.startswith(("tape.", "sensitivities", "numpy")) or name == "tape"):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno} (in {frame.f_code.co_name})"
-        frame = frame.f_back
-    return "an unknown line"
 
 
-class Batched(ArraySurface):
+class Batched(BatchedBase):
     """A batch of values: ``data`` holds them along its leading axis; ``shape``,
     ``ndim`` and ``size`` are one example's. Made by ``vmap``; see the module docstring.
 
@@ -138,99 +100,7 @@ class Batched(ArraySurface):
     ((2,), array([1., 5., 9.]), [[0, 1], [0, 1], [0, 1]])
     """
 
-    # _zero_d: each example is a 0-d array (made by a view or a constructor), which is
-    # written in place, not a NumPy scalar, which is immutable
-    __slots__ = ("data", "level", "_zero_d")
-    __array_priority__ = 500.0  # above ndarray's, below a node's
-
-    def __init__(self, data: Any, level: int) -> None:
-        self.data = data
-        self.level = level
-        self._zero_d = False
-
-    # -- one example's view ----------------------------------------------------------------
-
-    @property
-    def shape(self) -> tuple:
-        return tuple(self.data.shape[1:])
-
-    @property
-    def ndim(self) -> int:
-        return self.data.ndim - 1
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
-    @property
-    def strides(self) -> tuple:
-        return tuple(self.data.strides[1:])
-
-    @property
-    def batch_size(self) -> int:
-        return self.data.shape[0]
-
-    def __repr__(self) -> str:
-        return (
-            f"Batched(level={self.level}, batch={self.batch_size}, shape={self.shape}, "
-            f"data={self.data!r})"
-        )
-
-    # -- no single value ----------------------------------------------------------------
-
-    def _no_single_value(self, what: str):
-        raise BatchedControlFlowError(
-            f"{what} of a batched value at {_user_line()}: under vmap it holds one value "
-            "per example, so Python control flow cannot depend on it; write it with "
-            "np.where (or compute the condition outside vmap)"
-        )
-
-    def __bool__(self) -> bool:
-        # one answer where every example gives the same one (each example's program takes
-        # that branch, so the batch may too); where they disagree, there is none
-        if self.size != 1:
-            raise ValueError(
-                "The truth value of an array with more than one element is ambiguous. "
-                "Use a.any() or a.all()"
-            )
-        if bool(np.all(self.data)):
-            return True
-        if not bool(np.any(self.data)):
-            return False
-        self._no_single_value("bool() (with examples that disagree)")
-
-    def __float__(self) -> float:
-        self._no_single_value("float()")
-
-    def __int__(self) -> int:
-        self._no_single_value("int()")
-
-    def __index__(self) -> int:
-        self._no_single_value("an index")
-
-    def __complex__(self) -> complex:
-        self._no_single_value("complex()")
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        raise BatchedControlFlowError(
-            f"a batched value was converted to an ndarray at {_user_line()} (np.asarray, "
-            "np.array, or a compiled function): that would lose the batch. Under vmap, "
-            "keep to NumPy functions (or register a batching rule)"
-        )
-
-    def __round__(self, ndigits: int | None = None) -> Any:
-        if not _scalars(self):  # NumPy's error: only its scalars round
-            raise TypeError("type numpy.ndarray doesn't define __round__ method")
-        rounded = np.round(self, ndigits or 0)
-        return rounded.astype(int) if ndigits is None else rounded  # round(2.6) is 3
-
-    def item(self, *args: Any) -> Any:
-        self._no_single_value(".item()")
-
-    def tolist(self) -> Any:
-        self._no_single_value(".tolist()")
-
-    # -- NumPy's protocols --------------------------------------------------------------
+    __slots__ = ()
 
     @staticmethod
     def _apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
@@ -347,64 +217,11 @@ class Batched(ArraySurface):
             return _run(primitive, entry, args, kwargs, level)
         return _loop(primitive, args, kwargs, level)
 
-    # -- writes, in place, as NumPy does them to each example -----------------------------
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        """``x[index] = value`` in place, as NumPy does it to each example: every name
-        bound to ``x`` and every view of it sees the write (``_set_item``)."""
-        _set_item(self, index, value)
-
-    def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
-        data = self.data.astype(dtype, *args, **kwargs)
-        if data is self.data:  # copy=False, nothing to convert: the array itself, as NumPy
-            return self
-        return _like_examples(self, data)
-
-    def view(self, *args: Any, **kwargs: Any) -> Any:
-        if _scalars(self):  # a NumPy scalar's view is an array of its own
-            return Batched(self.data.copy(), self.level).view(*args, **kwargs)
-        data = self.data.view(*args, **kwargs)
-        if data.ndim == 0 or (data.shape[0] != self.batch_size):
-            raise ValueError(
-                f"vmap: x.view({', '.join(map(repr, args))}) changes the size of the last axis "
-                "of a batched scalar; view a batched array of one axis or more"
-            )
-        return _zero_d_if(Batched(data, self.level))
-
-    def fill(self, value: Any) -> None:
-        self[...] = value
-
-    def sort(self, axis: int = -1, kind: Any = None, order: Any = None) -> None:
-        _check_writable(self, "item assignment")
-        self.data.sort(_axis(axis, self.ndim), kind, order)
-
-    def partition(self, kth: Any, axis: int = -1, kind: str = "introselect", order=None) -> None:
-        _check_writable(self, "item assignment")
-        self.data.partition(kth, _axis(axis, self.ndim), kind, order)
-
-    def put(self, indices: Any, values: Any, mode: str = "raise") -> None:
-        _check_writable(self, "item assignment")
-        for b in range(self.batch_size):  # np.put comes here: a method, example by example
-            index, value = _example((indices, values), self.level, b)
-            self.data[b, ...].put(index, value, mode)
 
 
-def _augmented(ufunc: np.ufunc, name: str) -> Callable:
-    def op(self: Any, other: Any) -> Any:
-        return _augment(self, ufunc, other)
-
-    op.__name__ = name
-    return op
 
 
-# x += v writes x in place, as NumPy does to each example (every name bound to x and
-# every view of it sees the write); a batch of NumPy scalars is rebound, as they are
-for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
-                      ("truediv", np.true_divide), ("floordiv", np.floor_divide),
-                      ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul),
-                      ("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor),
-                      ("lshift", np.left_shift), ("rshift", np.right_shift)):  # fmt: skip
-    setattr(Batched, f"__i{_name}__", _augmented(_ufunc, f"__i{_name}__"))
+
 
 
 # -- writes: NumPy's aliasing, example by example -----------------------------------------
@@ -413,186 +230,37 @@ for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply
 # is seen by every view and every name of it, as each example's is under NumPy.
 
 
-def _scalars(x: Batched) -> bool:
-    """Whether each example of ``x`` is a NumPy scalar (immutable: ``+=`` rebinds it, and
-    it has no items to assign), as the 0-d results of ufuncs, reductions and integer
-    indices are; a 0-d array (``y[...]``, ``y.reshape(())``) is not."""
-    return x.ndim == 0 and not x._zero_d
 
 
-def _zero_d_if(x: Batched) -> Batched:
-    """``x``, marked as a batch of 0-d arrays where it is 0-d: a view or a new array."""
-    if x.ndim == 0:
-        x._zero_d = True
-    return x
 
 
-def _memory(x: Batched) -> Any:
-    """The ndarray that holds a batch's elements (``versions.memory_of``): None for a
-    batch of NumPy scalars, which is never written in place."""
-    data = x.data
-    if type(data) is np.ndarray:  # asked of every batched value the tape records
-        return data if data.ndim > 1 or x._zero_d else None
-    return None if _scalars(x) else memory_of(data)
 
 
-def _like_examples(x: Batched, data: Any) -> Batched:
-    """``data`` (a copy of ``x``'s, or a cast) as a batch of what ``x``'s examples are."""
-    out = Batched(data, x.level)
-    if x._zero_d:
-        out._zero_d = True
-    return out
 
 
-# Batches computed as copies (by the loop) where each example is a view of an argument in a
-# way no single view of the batch can follow: id of the data's owner -> (a weak reference
-# to it, the function). Their data is read-only; a write names the function.
-_DETACHED: dict = {}
 
 
-def _owner(a: Any) -> Any:
-    while isinstance(a, np.ndarray) and a.base is not None:
-        a = a.base
-    return a
 
 
-def _detach(data: np.ndarray, func: Callable) -> np.ndarray:
-    data.flags.writeable = False
-    key = id(data)
-    _DETACHED[key] = (weakref.ref(data, lambda _, key=key: _DETACHED.pop(key, None)), func)
-    return data
 
 
-def _check_writable(x: Batched, what: str) -> None:
-    """NumPy's error for a write into a NumPy scalar, and vmap's for a write into a batch
-    that the loop computed as a copy where each example is a view of an argument."""
-    if _scalars(x):
-        raise TypeError(f"'{x.dtype.type.__name__}' object does not support {what}")
-    data = x.data
-    if type(data) is np.ndarray and not data.flags.writeable and _DETACHED:
-        owner = _owner(data)
-        entry = _DETACHED.get(id(owner))
-        if entry is not None and entry[0]() is owner:
-            raise _NoBatch(
-                f"vmap: a write at {_user_line()} into the result of "
-                f"{function_name(entry[1])}, which is a view of its argument in each example "
-                "but has no batching rule, so vmap computed it as a copy, which the write "
-                "would not reach through; write into the argument itself, or make the "
-                "independent copy explicit (np.copy) and write into that"
-            )
 
 
-def _example_shape(a: Any, level: int) -> tuple | None:
-    """One example's shape of an operand of a write, where a single batched call can
-    write it: None for a batch of another ``vmap``, a list holding batches, a foreign array."""
-    kind = type(a)
-    if kind is Batched:
-        return a.shape if a.level == level else None
-    if kind is np.ndarray:
-        return a.shape
-    if kind in _PLAIN or isinstance(a, (np.generic, int, float, complex)):
-        return ()
-    if kind is list or kind is tuple:
-        return None if _scan(a) is not None else np.shape(a)
-    return None
 
 
-def _into(target: Batched, ufunc: np.ufunc, inputs: tuple, kwargs: dict) -> Batched:
-    """``ufunc(*inputs, out=target)``, each example as NumPy computes it: one call on the
-    batch's data where the operands broadcast to ``target``'s shape, else example by
-    example (with NumPy's own errors)."""
-    _check_writable(target, "item assignment")
-    level = target.level
-    if ufunc.signature is None and ufunc.nout == 1 and type(target.data) is np.ndarray:
-        shapes = [_example_shape(a, level) for a in inputs]
-        kw_plain = not kwargs or not _is_batched_anywhere(tuple(kwargs.values()), level)
-        if kw_plain and None not in shapes:
-            try:
-                fits = np.broadcast_shapes(target.shape, *shapes) == target.shape
-            except ValueError:
-                fits = False
-            if fits:
-                rank = target.ndim
-                args = [_padded(a, rank) if type(a) is Batched else a for a in inputs]
-                ufunc(*args, out=target.data, **kwargs)
-                return target
-    data = target.data
-    for b in range(target.batch_size):
-        ufunc(
-            *_example(inputs, level, b),
-            out=data[b, ...],
-            **_example_kw(kwargs, level, b),
-        )
-    return target
 
 
-def _augment(x: Batched, ufunc: np.ufunc, v: Any) -> Any:
-    """``x op= v``: ``x`` written in place (NumPy's ``ufunc(x, v, out=x)``), or
-    NotImplemented where each example is a NumPy scalar, which Python then rebinds."""
-    if _scalars(x):
-        return NotImplemented
-    if isinstance(v, Node):
-        raise _CannotWrite(
-            f"vmap: x {_OPERATORS.get(ufunc, ufunc.__name__)}= node at {_user_line()} writes "
-            "a node into a batched array that is no node: the tape cannot record it; write "
-            "x = x op node (a new node) instead"
-        )
-    return _into(x, ufunc, (x, v), {})
 
 
-_OPERATORS = {np.add: "+", np.subtract: "-", np.multiply: "*", np.true_divide: "/",
-              np.floor_divide: "//", np.remainder: "%", np.power: "**", np.matmul: "@",
-              np.bitwise_and: "&", np.bitwise_or: "|", np.bitwise_xor: "^",
-              np.left_shift: "<<", np.right_shift: ">>"}  # fmt: skip
 
 
-def _set_item(x: Batched, index: Any, value: Any) -> None:
-    """``x[index] = value``, in place, as NumPy does it to each example."""
-    if isinstance(value, Node):
-        raise _CannotWrite(
-            f"vmap: a node assigned into a batched value at {_user_line()}; use the "
-            "functional update tape.at(x)[index].set(value), or np.where"
-        )
-    _check_writable(x, "item assignment")
-    level = x.level
-    index = index if isinstance(index, tuple) else (index,)
-    data = x.data
-    if not (
-        type(data) is not np.ndarray
-        or _is_batched_anywhere(index, level)
-        or any(isinstance(i, Node) for i in index)
-        or advanced_axes_first(index)  # NumPy would put the batch behind their axes
-    ):
-        shape = _example_shape(value, level)
-        if shape is not None:
-            region = data[(slice(None),) + index]
-            selected = region.shape[1:]
-            try:  # NumPy drops a value's leading 1s, then broadcasts it to the selection
-                fits = np.broadcast_shapes(selected, _lstrip_ones(shape)) == selected
-            except ValueError:
-                fits = False
-            if fits:
-                data[(slice(None),) + index] = (
-                    _padded(value, region.ndim - 1) if type(value) is Batched else value
-                )
-                return
-    for b in range(x.batch_size):  # example by example, with NumPy's own errors
-        data[b, ...][tuple(_example(index, level, b))] = _example((value,), level, b)[0]
 
 
-def _lstrip_ones(shape: tuple) -> tuple:
-    k = 0
-    while k < len(shape) and shape[k] == 1:
-        k += 1
-    return shape[k:]
 
 
 # -- helpers ------------------------------------------------------------------------------
 
 _SLOW = object()  # what a fast path answers where the general one must decide
-# operands an elementwise call takes as they are: one value for every example
-_PLAIN = frozenset((np.ndarray, float, int, complex, bool, np.float64, np.float32, np.int64,
-                    np.complex128, np.bool_))  # fmt: skip
 
 
 def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
@@ -604,7 +272,7 @@ def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
         a = inputs[0]
         if type(a) is not Batched:
             return _SLOW
-        return _batched_result(ufunc(a.data), a.level)
+        return _wrap(ufunc(a.data), a.level)
     if len(inputs) == 2:  # x * y, x + w
         a, b = inputs
         if type(a) is Batched and type(b) is Batched:
@@ -633,26 +301,8 @@ def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
             product = outer_product(da, db)
             if product is not None:
                 return Batched(product, level)
-        return _batched_result(ufunc(da, db), level)
-    level = None
-    rank = 0  # the largest rank of one example among the operands
-    for a in inputs:
-        kind = type(a)
-        if kind is Batched:
-            if level is None:
-                level = a.level
-            elif a.level != level:
-                return _SLOW
-            n = a.data.ndim - 1
-            rank = max(rank, n)
-        elif kind is np.ndarray:
-            rank = max(rank, a.ndim)
-        elif kind not in _PLAIN:
-            return _SLOW
-    if level is None:
-        return _SLOW
-    args = [(_padded(a, rank) if type(a) is Batched else a) for a in inputs]
-    return _batched_result(ufunc(*args), level)
+        return _wrap(ufunc(da, db), level)
+    return _SLOW  # three operands or more: the general path
 
 
 def _beside_plain(batch: Batched, other: Any) -> tuple | None:
@@ -665,24 +315,16 @@ def _beside_plain(batch: Batched, other: Any) -> tuple | None:
     return None
 
 
-def _batched_result(result: Any, level: int) -> Any:
-    if type(result) is tuple:  # np.modf, np.frexp: one batched value per output
-        return tuple(Batched(_batch_major(r), level) for r in result)
-    if type(result) is np.ndarray and result.base is None and not result.flags.c_contiguous:
-        result = _batch_major(result)
-    return Batched(result, level)
-
-
 def _batch_major(data: Any) -> Any:
     """A new batch's data with the batch axis outermost in memory, and each example laid
     out as NumPy lays out one example's result: a ufunc or a reduction of a batch whose
     examples are strided (a batch on another axis, an F-ordered batch) interleaves the
     batch axis in memory, and then reshape and ravel would copy where NumPy, on one
     example, makes a view (or the other way round), and writes would go astray."""
-    if type(data) is not np.ndarray or data.base is not None or data.ndim < 2:
-        return data
+    if type(data) is not np.ndarray or data.base is not None or data.flags.c_contiguous:
+        return data  # (the common case, first)
     strides = [abs(k) for k in data.strides]
-    if strides[0] >= max(strides[1:]) or data.flags.c_contiguous:
+    if data.ndim < 2 or strides[0] >= max(strides[1:]):
         return data
     ndim = data.ndim - 1
     order = sorted(range(ndim), key=lambda k: -strides[1 + k])  # outermost first
@@ -756,8 +398,6 @@ def _first_node(args: tuple) -> Any:
     return None
 
 
-def _at(a: Any, level: int) -> bool:
-    return isinstance(a, Batched) and a.level == level
 
 
 def _size(args: Any, level: int) -> int:
@@ -775,18 +415,10 @@ def _logical_ndim(a: Any, level: int) -> int:
     return np.ndim(a.data) - 1 if _at(a, level) else np.ndim(a)
 
 
-def _padded(a: Any, rank: int) -> Any:
-    """The data of a batched ``a`` with length-1 axes after the batch, up to ``rank``
-    axes of one example: so that it broadcasts as ``a`` would, batch first."""
-    data = a.data
-    missing = rank - (data.ndim - 1)
-    if missing <= 0:
-        return data
-    shape = data.shape
-    return data.reshape(shape[:1] + (1,) * missing + shape[1:])
 
 
 def _wrap(result: Any, level: int) -> Any:
+    """A result computed on batches' data (each output, of a tuple or list) as batches."""
     if isinstance(result, tuple):
         return (
             type(result)(*(_wrap(r, level) for r in result))
@@ -838,20 +470,6 @@ def _broadcast_data(a: Any, n: int) -> Any:
     return np.broadcast_to(np.expand_dims(a, 0), (n,) + np.shape(a))
 
 
-def _is_batched_anywhere(x: Any, level: int) -> bool:
-    kind = type(x)
-    if kind in _PLAIN:  # an axis, a flag: asked of every keyword of a reduction
-        return False
-    if kind is tuple or kind is list:
-        for v in x:
-            if type(v) not in _PLAIN and _is_batched_anywhere(v, level):
-                return True
-        return False
-    if _at(x, level):
-        return True
-    if isinstance(x, (tuple, list)):
-        return any(_is_batched_anywhere(v, level) for v in x)
-    return False
 
 
 def _run(func: Callable, entry: tuple, args: tuple, kwargs: dict, level: int) -> Any:
@@ -899,20 +517,8 @@ _QUERIES: dict[Any, Callable] = {
 }
 
 
-def _example(args: Any, level: int, b: int) -> Any:
-    out = []
-    for a in args:
-        if _at(a, level):
-            out.append(a.data[b])
-        elif type(a) is list or type(a) is tuple:
-            out.append(type(a)(_example(a, level, b)))
-        else:
-            out.append(a)
-    return out
 
 
-def _example_kw(kwargs: dict, level: int, b: int) -> dict:
-    return {k: _example((v,), level, b)[0] for k, v in kwargs.items()}
 
 
 # -- indexing ----------------------------------------------------------------------------
@@ -1166,242 +772,14 @@ MEMORY[Batched] = _memory
 # -- closures over nodes of outer tapes ------------------------------------------------------
 
 
-def _batched_at(v: Any, level: int) -> bool:
-    """Whether ``v``'s plain value holds the batch of ``level`` (at any depth)."""
-    v = value_of(v)
-    while isinstance(v, Batched):
-        if v.level == level:
-            return True
-        if v.level < level:
-            return False
-        v = v.data
-    return False
 
 
-class _Broadcaster:
-    """A rewriter of the context (``tape.observing``) during a ``vmap`` call: a Branch of
-    a tape made before the call, whose value is batched at this level, with an argument
-    that is not (a node the function closed over) gets that argument through a recorded
-    ``broadcast``, so that the reverse pass sums its adjoint over the batch."""
-
-    __slots__ = ("level", "size")
-
-    def __init__(self, level: int, size: int) -> None:
-        self.level, self.size = level, size
-
-    def recorded(self, record: Any) -> None:
-        tape = record.tape
-        if isinstance(record, Branch):
-            self._seal_batches(record)
-        if (
-            isinstance(record, Branch)
-            and tape.level < self.level
-            and not isinstance(tape, ForwardTape)
-            and record.f not in _OWN
-            and _batched_at(record.value, self.level)
-        ):
-            self._broadcast_arguments(record, tape)
-
-    def _seal_batches(self, record: Any) -> None:
-        # a batch handed to a recorded call as a constant is fingerprinted, as an ndarray
-        # is, so that a write into it before the reverse pass is a MutationError
-        for key, a in enumerate(record.args):
-            if type(a) is Batched and a.level == self.level and type(a.data) is np.ndarray:
-                record.seal = sealed(record.seal, key, a.data, record.tape)
-        if record.kwargs:
-            for key, a in record.kwargs.items():
-                if type(a) is Batched and a.level == self.level and type(a.data) is np.ndarray:
-                    record.seal = sealed(record.seal, key, a.data, record.tape)
-
-    def _broadcast_arguments(self, record: Any, tape: Any) -> None:
-        args = list(record.args)
-        changed = False
-        for i in record.node_args:
-            a = args[i]
-            if isinstance(a, Node):
-                if a.tape is tape and not _batched_at(a, self.level):
-                    args[i] = self._broadcast(record, tape, a)
-                    changed = True
-            else:
-                elements = list(a)
-                for j, b in enumerate(elements):
-                    if isinstance(b, Node) and b.tape is tape and not _batched_at(b, self.level):
-                        elements[j] = self._broadcast(record, tape, b)
-                        changed = True
-                args[i] = type(a)(elements)
-        if changed:
-            record.args = tuple(args)
-
-    def _broadcast(self, record: Any, tape: Any, node: Any) -> Any:
-        # the broadcast goes before the record that uses it, so that the reverse pass
-        # (backwards) meets the record first; no rewriter rewrites a broadcast (_OWN)
-        assert tape.records[-1] is record
-        tape.records.pop()
-        b = broadcast(node, self.level, self.size)
-        record.pos = len(tape.records)
-        tape.records.append(record)
-        return b
 
 
 # -- vmap --------------------------------------------------------------------------------
 
 
-def _axes_tree(spec: Any, tree: Any, what: str, treedef: Any = None, count: int = -1) -> list:
-    """``spec`` (an int, None, or a tree matching ``tree``'s structure, or a prefix of
-    it) as one axis per leaf of ``tree``; ``treedef`` and ``count``, where given, are
-    ``tree``'s structure and number of leaves (else it is flattened here)."""
-    if count < 0:
-        leaves, treedef = tree_flatten(tree)
-        count = len(leaves)
-    if spec is None or isinstance(spec, (int, np.integer)):
-        return [spec] * count
-    if treedef is None:
-        raise ValueError(f"vmap: {what} {spec!r} does not match a single array")
-    (kind, info), defs = treedef
-    if kind == "dict":
-        if not isinstance(spec, dict) or set(spec) != set(info[1]):
-            raise ValueError(f"vmap: {what} {spec!r} does not match the structure of {tree!r}")
-        children = [spec[k] for k in info[1]]
-        subtrees = [tree[k] for k in info[1]]
-    else:
-        if not isinstance(spec, (tuple, list)) or len(spec) != len(defs):
-            raise ValueError(
-                f"vmap: {what} {spec!r} does not match the structure of the value "
-                f"({len(defs)} entries)"
-            )
-        children = list(spec)
-        subtrees = list(tree)
-    out: list = []
-    for s, t, (n, d) in zip(children, subtrees, defs):
-        out += _axes_tree(s, t, what, d, n)
-    return out
 
 
-def _of_an_argument(data: np.ndarray, leaves: list) -> bool:
-    """Whether ``data`` is an ndarray argument's memory (the argument, or a view of it)."""
-    owner = data if data.base is None else _owner(data)
-    return any(type(a) is np.ndarray and (a is owner or _owner(a) is owner) for a in leaves)
 
 
-def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = False) -> Callable:
-    """``f``, written for one example, run over a batch: ``vmap(f)(X)`` is
-    ``np.stack([f(x) for x in X])``, computed with NumPy's own vectorisation.
-
-    ``in_axes`` says where each argument's batch axis is, as in JAX: an int for all
-    arguments, ``None`` for an argument that is the same for every example, or a tuple
-    (one entry per positional argument, each an int, None, or a container matching
-    that argument's structure). ``out_axes`` says where the batch goes in the outputs,
-    likewise (``None`` for an output that does not depend on the batch). Arguments and
-    outputs may be tuples, lists, dicts and namedtuples of arrays; a ``None`` leaf in
-    either is passed through as ``None``, whatever its axis.
-
-    It composes with the other transforms both ways round: ``vmap(grad(f))`` gives
-    per-example gradients, ``grad`` of a function that calls ``vmap`` differentiates
-    through the batch, and ``vmap(vmap(f))``, ``vmap(jvp(...))``, ``jacobian(vmap(f))``,
-    ``checkpoint``, ``stop_gradient`` and ``at`` work inside. Python control flow that
-    depends on a batched value raises ``BatchedControlFlowError`` naming the line.
-
-    A NumPy function with no batching rule runs once per example (the loop fallback);
-    ``report=True`` (or running under ``tape.debug()``) warns where that happens.
-
-    For speed, map a compiled gradient, ``vmap(compile_grad(f, *one_example))``: its
-    program is recorded once on the batch and replayed for every later batch of the same
-    shapes, without the tape's per-operation cost (docs/guide/vmap.md, "Speed").
-
-    >>> import numpy as np
-    >>> from tape import vmap, grad
-    >>> X = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
-    >>> vmap(lambda x: x @ x)(X)
-    array([ 5., 25., 61.])
-    >>> w = np.array([0.5, -1.0])
-    >>> loss = lambda w, x: np.tanh(x @ w) ** 2
-    >>> per_example = vmap(grad(loss, argnums=0), in_axes=(None, 0))(w, X)
-    >>> per_example.shape
-    (3, 2)
-    >>> np.allclose(per_example[1], grad(loss, argnums=0)(w, X[1]))
-    True
-    """
-
-    @functools.wraps(f)
-    def batched(*args: Any, **kwargs: Any) -> Any:
-        spec = in_axes
-        if isinstance(spec, list):
-            spec = tuple(spec)
-        if isinstance(spec, tuple) and len(spec) != len(args):
-            raise ValueError(
-                f"vmap: in_axes has {len(spec)} entries but {getattr(f, '__name__', 'f')} "
-                f"was called with {len(args)} positional arguments"
-            )
-        if isinstance(spec, dict):
-            raise TypeError(
-                "vmap: in_axes is an int, None, or a tuple with one entry per positional "
-                "argument (a dict goes inside that tuple, for a dict argument)"
-            )
-        leaves, treedef = tree_flatten(args)
-        axes = _axes_tree(spec, args, "in_axes", treedef, len(leaves)) if args else []
-        sizes = set()
-        for leaf, axis in zip(leaves, axes):
-            if axis is None or leaf is None:  # a None leaf is an empty part: passed through
-                continue
-            shape = leaf.shape if type(leaf) is np.ndarray else np.shape(value_of(leaf))
-            if not -len(shape) <= axis < len(shape):
-                raise ValueError(
-                    f"vmap: in_axes {axis} is out of range for an argument of shape {shape}"
-                )
-            sizes.add(shape[axis])
-        if not sizes:
-            raise ValueError("vmap: no argument is batched (in_axes is None for all of them)")
-        if len(sizes) > 1:
-            raise ValueError(
-                f"vmap: the batched arguments disagree on the batch size: {sorted(sizes)}"
-            )
-        size = sizes.pop()
-        level = Tape().level
-        ins = []
-        for leaf, axis in zip(leaves, axes):
-            if axis is None and type(leaf) is np.ndarray and leaf.flags.writeable:
-                # the same array for every example: each example's program would write it
-                # in turn, which one batched write cannot follow, so writes are refused
-                shared = leaf.view()
-                shared.flags.writeable = False
-                ins.append(shared)
-            elif axis is None or leaf is None:
-                ins.append(leaf)
-            elif type(leaf) is np.ndarray and axis % leaf.ndim == 0:
-                ins.append(Batched(leaf, level))  # what batch_in does with it, directly
-            else:
-                ins.append(batch_in(leaf, axis % np.ndim(value_of(leaf)), level))
-        token = rewrite(_Broadcaster(level, size))
-        report_token = _reporting.set(report or _reporting.get())
-        try:
-            out = f(*tree_unflatten(treedef, ins), **kwargs)
-        finally:
-            _reporting.reset(report_token)
-            unobserve(token)
-        outs, out_def = tree_flatten(out)
-        oaxes = _axes_tree(out_axes, out, "out_axes", out_def, len(outs))
-        results = []
-        for o, axis in zip(outs, oaxes):
-            if type(o) is Batched and o.level == level and axis in (0, -1 - o.ndim):
-                data = o.data  # what batch_out does with it, directly
-                if type(data) is np.ndarray and _of_an_argument(data, leaves):
-                    data = data.copy()  # a new array, as np.stack makes, not the argument's
-                results.append(data)
-                continue
-            if axis is None:
-                if _batched_at(o, level):
-                    raise ValueError(
-                        "vmap: out_axes is None for an output that depends on the batch"
-                    )
-                results.append(o)
-                continue
-            if o is None:
-                results.append(None)
-                continue
-            if not _batched_at(o, level) and not isinstance(o, (np.ndarray, Node)):
-                o = np.asarray(o, dtype=np.result_type(o))
-            ndim = np.ndim(value_of(o)) if not _batched_at(o, level) else value_of(o).ndim
-            results.append(batch_out(o, axis % (ndim + 1), level, size))
-        return tree_unflatten(out_def, results)
-
-    return batched

@@ -24,7 +24,7 @@ __all__ = ["pushforward"]
 def _directions(rule: Callable, y: Any, xdot: Any, args: tuple, kwargs: dict) -> Any:
     """``rule`` over each of the directions of ``xdot`` (shape ``(k,) + x.shape``, or a
     list of those for a list argument), stacked: the engine's form of the rule."""
-    from .batching import vmap
+    from .vmapping import vmap
 
     listed = isinstance(xdot, list)
 

@@ -403,7 +403,8 @@ def _batched_pullback(pullback: _Pullback, cotangents: Any) -> list | None:
     pass too). None where some rule cannot run batched (``BatchingError``: it needs one
     value where the batch holds one per example), and forward mode over the pullback,
     which every rule supports, gives the answer; any other error is raised."""
-    from .batching import BatchingError, vmap
+    from .batching import BatchingError
+    from .vmapping import vmap
 
     try:
         return list(vmap(pullback)(cotangents))
