@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import signal
 import threading
-
 from _signal import getsignal as _handler_of  # signal.getsignal less its enum: 20x faster
 from typing import Any
 
