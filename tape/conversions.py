@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -43,6 +44,7 @@ from sensitivities.registry import value_of
 from .errors import passed_to_compiled
 from .interrupts import critical, deliver, undo_under, uninterrupted
 from .recording import Record, extend, innermost_tape
+from .warning_sites import warn as located_warn
 
 __all__ = ["converting", "library_code", "is_converting", "stacked"]
 
@@ -201,6 +203,7 @@ def _swap_out() -> None:
 
 
 _MISSING = object()
+_ORIGINAL_WARN = warnings.warn
 _swapped_methods: list = []  # (class or distribution object, name, what it held)
 
 
@@ -245,6 +248,9 @@ def _sites() -> tuple:
                 if private_scipy and id(held) not in numpys:
                     continue
                 found.append((namespace, name, held, entry[1]))
+    # NumPy's Python code warns through the module's attribute (warnings.warn), seen here
+    # alone: binding sites of ``warn`` (``from warnings import warn``) are SciPy's, many
+    found.append((vars(warnings), "warn", _ORIGINAL_WARN, located_warn))
     _scanned = (count, tuple(found))
     return _scanned[1]
 
