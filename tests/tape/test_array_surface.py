@@ -140,6 +140,8 @@ for _name, _other in (("and", 3), ("or", 1), ("xor", 5), ("lshift", 1), ("rshift
 # file, or resizes it in place, and raises (checked below) rather than lose the gradient.
 REFUSED = {"item", "tolist", "as_integer_ratio", "tobytes", "tofile", "dump", "dumps",
            "resize", "__float__", "__int__", "__index__", "__complex__", "__array__"}  # fmt: skip
+# ndarray's attributes about memory and layout, which a node refuses (checked below).
+MEMORY = {"base", "byteswap", "ctypes", "data", "flags", "getfield", "setfield", "setflags"}
 # The record's own fields, NumPy's protocols, printing, pickling (refused), identity and
 # the class machinery: not the array's surface.
 NOT_SURFACE = {"alias", "pos", "seal", "tape", "value", "_apply", "__array_function__",
@@ -156,6 +158,7 @@ def _surface() -> list:
         if getattr(Node, name, None) is not getattr(object, name, None)
         and name not in NOT_SURFACE
         and name not in REFUSED
+        and name not in MEMORY
     )
 
 
@@ -173,6 +176,12 @@ def test_the_names_left_out_do_not_work_on_a_node(name):
     attribute = getattr(x, name)
     with pytest.raises((NodeConversionError, TypeError)):
         attribute()
+
+
+@pytest.mark.parametrize("name", sorted(MEMORY))
+def test_the_memory_attributes_left_out_are_refused_by_a_node(name):
+    with pytest.raises(AttributeError, match="about an array's memory"):
+        getattr(Leaf(Tape(), A.copy()), name)
 
 
 def _examples(kind: str) -> np.ndarray:
