@@ -589,6 +589,11 @@ def _loop(func: Callable, args: tuple, kwargs: dict, level: int) -> Any:
             VmapFallbackWarning,
             stacklevel=2,
         )
+    if not n:  # no example to run, and so no shape for the results
+        raise _NoBatch(
+            f"vmap: {function_name(func)} at {_user_line()} has no batching rule, and a batch "
+            "of no examples gives no example to run it on for the shape of its result"
+        )
     results, inputs = [], []
     for b in range(n):
         example = _example(args, level, b)

@@ -74,9 +74,13 @@ class ForwardTape(Tape):
     def add(self, record: Node) -> None:
         """A forward tape's records are dual numbers: a Branch's tangent is pushed
         forward from its arguments' the moment it is recorded."""
+        super().add(record)  # its arguments final (vmap may broadcast one first)
         if isinstance(record, Branch):
-            self.tangents[len(self.records)] = _push(self, record)
-        super().add(record)
+            try:
+                self.tangents[record.pos] = _push(self, record)
+            except BaseException:
+                self.records.pop()  # a failed call leaves no record
+                raise
 
     def seed(self, node: Node, tangent: Any) -> None:
         """Set the tangent of ``node`` (a Leaf of this tape): shape ``(directions,) + shape``."""

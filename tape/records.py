@@ -91,14 +91,19 @@ class Tape:
     def add(self, record: Node) -> None:
         """Append a new record and set its position. Every record passes here once; a
         mode overrides this (calling it) to act on each one as it is made."""
-        record.pos = len(self.records)
-        self.records.append(record)
         if observing.observed:
-            for rewriter in observing.rewriters():  # vmap's closures, then tape.debug()
+            # vmap's closures: a rewriter records what the record is to use before it, so
+            # that the reverse pass (backwards) meets the record first
+            for rewriter in observing.rewriters():
                 rewriter.recorded(record)
-            observer = observing.observer()
+            record.pos = len(self.records)
+            self.records.append(record)
+            observer = observing.observer()  # tape.debug(): the record as it ends up
             if observer is not None:
                 observer.recorded(record)
+            return
+        record.pos = len(self.records)
+        self.records.append(record)
 
     def release(self) -> None:
         """Drop the records, and what each holds of the others: a node that the caller

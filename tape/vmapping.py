@@ -15,7 +15,6 @@ from sensitivities.registry import value_of
 
 from .batched import _owner
 from .batching import _OWN, Batched, _reporting, batch_in, batch_out, broadcast
-from .forward import ForwardTape
 from .mutation import sealed
 from .node import Node
 from .observing import rewrite, unobserve
@@ -58,7 +57,6 @@ class _Broadcaster:
         if (
             isinstance(record, Branch)
             and tape.level < self.level
-            and not isinstance(tape, ForwardTape)
             and record.f not in _OWN
             and _batched_at(record.value, self.level)
         ):
@@ -82,27 +80,17 @@ class _Broadcaster:
             a = args[i]
             if isinstance(a, Node):
                 if a.tape is tape and not _batched_at(a, self.level):
-                    args[i] = self._broadcast(record, tape, a)
+                    args[i] = broadcast(a, self.level, self.size)
                     changed = True
             else:
                 elements = list(a)
                 for j, b in enumerate(elements):
                     if isinstance(b, Node) and b.tape is tape and not _batched_at(b, self.level):
-                        elements[j] = self._broadcast(record, tape, b)
+                        elements[j] = broadcast(b, self.level, self.size)
                         changed = True
                 args[i] = type(a)(elements)
         if changed:
             record.args = tuple(args)
-
-    def _broadcast(self, record: Any, tape: Any, node: Any) -> Any:
-        # the broadcast goes before the record that uses it, so that the reverse pass
-        # (backwards) meets the record first; no rewriter rewrites a broadcast (_OWN)
-        assert tape.records[-1] is record
-        tape.records.pop()
-        b = broadcast(node, self.level, self.size)
-        record.pos = len(tape.records)
-        tape.records.append(record)
-        return b
 
 
 # -- vmap --------------------------------------------------------------------------------
