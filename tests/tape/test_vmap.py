@@ -1109,3 +1109,31 @@ def test_random_views_and_writes_have_per_example_gradients(steps):
     expected = np.stack([numeric_grad(lambda x: loss(x.copy()), [x.copy()], 0) for x in X])
     assume(np.allclose(looped, expected, rtol=1e-6, atol=1e-6))
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_forward_mode_through_vmap_over_a_closure():
+    # the closed-over node of a forward tape is broadcast over the batch before the record
+    # that uses it, as on a reverse tape: tangents and gradients both agree with NumPy's
+    w = RNG.standard_normal(X.shape[1])
+    v = RNG.standard_normal(X.shape[1])
+    f = lambda w: vmap(lambda x: np.sin(x * w) * np.sum(w))(X)  # noqa: E731
+    value, tangent = jvp(f, (w,), (v,))
+    np.testing.assert_allclose(value, np.sin(X * w) * np.sum(w))
+    expected = np.cos(X * w) * (X * v) * np.sum(w) + np.sin(X * w) * np.sum(v)
+    np.testing.assert_allclose(tangent, expected)
+    J = jacobian(f, mode="fwd")(w)
+    np.testing.assert_allclose(J, jacobian(f, mode="rev")(w))
+    loss = lambda w: np.sum(f(w) ** 2)  # noqa: E731
+    H = hessian(loss)(w)
+    fd = np.stack([numeric_grad(lambda u: grad(loss)(u)[0][i], (w,), 0) for i in range(len(w))])
+    np.testing.assert_allclose(H, fd, rtol=1e-5, atol=1e-6)
+
+
+def test_a_function_without_a_rule_over_an_empty_batch_says_it_cannot_run():
+    from tape.batching import BatchingError
+
+    with pytest.raises(BatchingError, match="no examples"):
+        vmap(lambda x: np.nonzero(x)[0])(np.zeros((0, 3)))
+    # jacobian's reverse mode then runs forward mode over the pullback: an empty Jacobian
+    J = jacobian(lambda a: np.diagonal(a, 1), mode="rev")(np.zeros((1, 1)))
+    assert J.shape == (0, 1, 1)
