@@ -1,6 +1,6 @@
 """Plain NumPy code is recorded through NumPy's own protocols, with no wrapped module;
-NumPy scalars take the operators' fast path and give NumPy's own values and types; a
-node passed by keyword is recorded at its positional place."""
+NumPy scalars take the operators' fast path and give NumPy's own values and types (a
+node passed by keyword: tests/tape/core/test_keywords.py)."""
 
 import warnings
 
@@ -137,33 +137,3 @@ def test_python_floats_divide_by_zero_as_numpy_does():
     assert np.isinf(y.value)
 
 
-def test_a_node_only_passed_by_keyword_enters_python_implementations():
-    x, w = np.array([1.0, 2.0, 4.0]), np.array([0.2, 0.3, 0.5])
-    check_grads(lambda x, w: np.average(x, weights=w), x, w)
-    check_grads(lambda hi: np.clip(A, 0.6, a_max=hi), 1.0)  # recorded: a_max moves to its place
-
-
-KEYWORD_NODES = {
-    "clip a_min a_max": lambda x, w: np.clip(x, a_min=w[0] * 0.5, a_max=w[2] - 1.4),
-    "clip max only": lambda x, w: np.clip(x, max=w[1] * 0.6),  # NumPy 2's spelling
-    "clip min only": lambda x, w: np.clip(x, min=w[1] * 0.6),
-    "norm x": lambda x, w: np.linalg.norm(x=x * w),
-    "dot b": lambda x, w: np.dot(x, b=w),
-    "select default": lambda x, w: np.select([x > 1], [x], default=w),
-    "cumsum a": lambda x, w: np.cumsum(a=x * w),
-    "interp left right": lambda x, w: np.interp(x * 2 - 1, [0.0, 1.0, 2.5], [1.0, 2.0, 0.5],
-                                                left=w[0], right=w[1] * w[2]),
-}  # fmt: skip
-
-
-@pytest.mark.parametrize("name", KEYWORD_NODES)
-def test_a_node_passed_by_keyword_is_recorded_at_its_position(name):
-    x, w = np.array([0.3, 1.2, 1.9]), np.array([1.1, 1.6, 2.2])
-    check_grads(KEYWORD_NODES[name], x, w)
-
-
-def test_a_call_numpy_refuses_is_refused_with_a_node_too():
-    with pytest.raises(TypeError, match="missing 1 required positional argument: 'a_max'"):
-        np.clip(A, 0.5, max=2.0)
-    with pytest.raises(TypeError):
-        grad(lambda m: np.sum(np.clip(A, 0.5, max=m)))(2.0)
