@@ -26,8 +26,8 @@ MAX_CODE_LINES = 600
 BEING_SHRUNK = {"tape/transforms/vmap.py", "tape/transforms/compiled.py"}
 
 
-def _modules(folder: Path = TAPE) -> list[Path]:
-    return sorted(folder.rglob("*.py"))
+def _modules() -> list[Path]:
+    return sorted(TAPE.rglob("*.py"))
 
 
 def _name(path: Path) -> str:
@@ -96,6 +96,33 @@ def violations(path: Path) -> list[str]:
             ):
                 bad.append(f"{where}: a transform imports {target}.{name}, a private name")
     return bad
+
+
+def circles() -> list[str]:
+    """Each chain of modules of tape that imports back its first (the package itself, which
+    imports every layer for its public names, left out)."""
+    edges: dict[str, set[str]] = {}
+    for path in _modules():
+        edges[_name(path)] = {
+            t
+            for _, module, name in _imports(path)
+            if _layer(t := _targets(module, name)) not in (None, "tape") and t != _name(path)
+        }
+    found, done = [], set()
+
+    def visit(module: str, stack: list[str]) -> None:
+        if module in stack:
+            found.append(" -> ".join(stack[stack.index(module) :] + [module]))
+            return
+        if module in done:
+            return
+        for target in sorted(edges.get(module, ())):
+            visit(target, stack + [module])
+        done.add(module)
+
+    for module in sorted(edges):
+        visit(module, [])
+    return found
 
 
 def code_lines(source: str) -> int:
@@ -177,6 +204,10 @@ def test_every_module_is_in_a_layer():
 def test_the_engine_imports_no_transform_or_tool_and_a_transform_no_tool():
     bad = [v for path in _modules() for v in violations(path)]
     assert bad == [], "\n".join(bad)
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    assert circles() == []
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
@@ -265,6 +296,12 @@ def test_a_forbidden_import_is_found(fake_tape, rel, source):
 )
 def test_an_allowed_import_passes(fake_tape, rel, source):
     assert violations(_module(fake_tape, rel, source)) == []
+
+
+def test_a_circle_is_found(fake_tape):
+    _module(fake_tape, "tape/core/node.py", "def f():\n    from .records import Tape\n")
+    _module(fake_tape, "tape/core/records.py", "from .node import Node\n")
+    assert circles() == ["tape.core.node -> tape.core.records -> tape.core.node"]
 
 
 def test_code_lines_leave_out_docstrings_comments_and_blank_lines():
