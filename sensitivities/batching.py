@@ -8,7 +8,7 @@ value its data, and its flag is a tuple of flags, one per element. Keyword argum
 never batched (the engine runs a call with a batched keyword once per example). The rule
 returns the result with the batch as its leading axis (each output, for a tuple of
 outputs), or ``NotImplemented`` to hand the call to the loop over the batch. Plain NumPy,
-like the sensitivities: the engine (``tape.batching``) unwraps and wraps the batched
+like the sensitivities: the engine (``tape.transforms.batching``) unwraps and wraps the batched
 values, and answers the ufuncs itself (they broadcast over the batch).
 
 ``batching(f, ..., arrays=True)`` says that ``f`` returns arrays, a view or a new one,
