@@ -13,7 +13,8 @@ X[:, 0] = [1.0, -1.0, 0.5, -0.5]  # examples that disagree on x[0] > 0
 
 
 @pytest.mark.parametrize(
-    "convert", [float, int, complex, lambda s: bool(s > 0), np.asarray, lambda s: s.item(), lambda s: [0][s]]
+    "convert",
+    [float, int, complex, lambda s: bool(s > 0), np.asarray, lambda s: s.item(), lambda s: [0][s]],
 )
 def test_a_value_per_example_has_no_single_one(convert):
     with pytest.raises(BatchedControlFlowError) as info:
