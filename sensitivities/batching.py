@@ -27,6 +27,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .registry import lift, shifted_axis
+
 __all__ = [
     "advanced_axes_first",
     "batching",
@@ -103,20 +105,10 @@ def advanced_axes_first(index: Any) -> int:
     return len(np.broadcast_shapes(*shapes))
 
 
-def _shift(axis: Any, ndim: int) -> Any:
-    """A logical ``axis`` of one example (``ndim`` axes) as an axis of the batch."""
-    if axis is None:
-        return tuple(range(1, ndim + 1))
-    if isinstance(axis, (tuple, list)):
-        return tuple(int(a) % ndim + 1 for a in axis)
-    return int(axis) % ndim + 1
+_shift = shifted_axis  # a logical ``axis`` of one example (``ndim`` axes) as an axis of the batch
 
 
 def _padded(x: Any, rank: int) -> Any:
     """A batched ``x`` with length-1 axes after the batch, up to ``rank`` axes of one
     example, so that it broadcasts against unbatched values as one example would."""
-    missing = rank - (np.ndim(x) - 1)
-    if missing <= 0:
-        return x
-    shape = np.shape(x)
-    return np.reshape(x, shape[:1] + (1,) * missing + shape[1:])
+    return lift(x, rank + 1)

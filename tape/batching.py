@@ -43,7 +43,7 @@ from sensitivities import batching_rule_of as _plain_batching_rule_of
 from sensitivities import broadcast_to as _strided_broadcast
 from sensitivities import primitive, sensitivity
 from sensitivities.batching import advanced_axes_first, batched_form
-from sensitivities.registry import function_name, value_of
+from sensitivities.registry import function_name, lift, shifted_axis, value_of
 from sensitivities.registry import pushforward as _engine_pushforward
 
 from .forward import ForwardTape
@@ -849,12 +849,7 @@ def _logical_ndim(a: Any, level: int) -> int:
 def _padded(a: Any, rank: int) -> Any:
     """The data of a batched ``a`` with length-1 axes after the batch, up to ``rank``
     axes of one example: so that it broadcasts as ``a`` would, batch first."""
-    data = a.data
-    missing = rank - (data.ndim - 1)
-    if missing <= 0:
-        return data
-    shape = data.shape
-    return data.reshape(shape[:1] + (1,) * missing + shape[1:])
+    return lift(a.data, rank + 1)
 
 
 def _wrap(result: Any, level: int) -> Any:
@@ -869,32 +864,7 @@ def _wrap(result: Any, level: int) -> Any:
     return Batched(_batch_major(result), level)
 
 
-def _axis(axis: Any, ndim: int) -> Any:
-    """A logical ``axis`` (int, tuple or None: all) as an axis of the data."""
-    kind = type(axis)
-    if kind is int or kind is tuple or axis is None:  # asked on every reduction: kept
-        shifted = _SHIFTED.get((axis, ndim))
-        if shifted is not None:
-            return shifted
-    if axis is None:
-        shifted = tuple(range(1, ndim + 1))
-    elif isinstance(axis, (tuple, list)):
-        shifted = tuple(_one_axis(a, ndim) for a in axis)
-    else:
-        shifted = _one_axis(axis, ndim)
-    if (kind is int or kind is tuple or axis is None) and len(_SHIFTED) < 4096:
-        _SHIFTED[axis, ndim] = shifted
-    return shifted
-
-
-_SHIFTED: dict = {}  # (axis, ndim) -> the axes of the data
-
-
-def _one_axis(axis: Any, ndim: int) -> int:
-    axis = int(axis)
-    if not -ndim <= axis < max(ndim, 1):
-        raise np.exceptions.AxisError(axis, ndim)
-    return axis % max(ndim, 1) + 1
+_axis = _one_axis = shifted_axis  # a logical axis (int, tuple or None: all) of the data
 
 
 # -- batching rules -----------------------------------------------------------------------
@@ -954,9 +924,6 @@ def multiply_data(a: Any, b: Any) -> Any:
     multiply computes it: a large outer product by ``einsum``."""
     product = _outer_product(a, b)
     return a * b if product is None else product
-
-
-shifted_axis = _axis  # a logical axis of one example as an axis of its batch's data
 
 
 def _elementwise_function(func, args, kwargs, level):
@@ -1075,6 +1042,7 @@ _UFUNC_REDUCTIONS = {
     np.min: (np.minimum.reduce, {"axis", "keepdims"}),
     np.amin: (np.minimum.reduce, {"axis", "keepdims"}),
 }
+REDUCTIONS = _UFUNC_REDUCTIONS  # compiled replay lowers the same calls the same way
 
 
 def _reduction(default=None, flattens=False, name="axis"):
@@ -1951,7 +1919,7 @@ class _Broadcaster:
             else:
                 elements = list(a)
                 for j, b in enumerate(elements):
-                    if isinstance(b, Node) and b.tape is tape and not _batched_at(b, self.level):
+                    if tape.owns(b) and not _batched_at(b, self.level):
                         elements[j] = self._broadcast(record, tape, b)
                         changed = True
                 args[i] = type(a)(elements)

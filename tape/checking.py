@@ -100,7 +100,7 @@ def _check_prefilled(f, args, nums, u, expected, rng):
         outs = [current(o) for o in tree_flatten(out)[0]]  # nodes written in place: latest
         rtape = ReverseTape(tape)
         for o, w in zip(outs, u):
-            if isinstance(o, Node) and o.tape is tape:
+            if tape.owns(o):
                 pos = o.pos
                 held = rtape.adjoints[pos]
                 rtape.adjoints[pos] = np.asarray(w) if held is None else held + w

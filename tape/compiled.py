@@ -42,9 +42,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from sensitivities import broadcast_to, registry
-from sensitivities.registry import function_name
+from sensitivities.registry import function_name, shifted_axis
 
-from .batching import Batched, multiply_data, shifted_axis
+from .batching import REDUCTIONS, Batched, multiply_data
 from .conversions import converting
 from .errors import MissingRuleError, NodeConversionError
 from .functional import (
@@ -122,15 +122,6 @@ def _on_arrays(template: str) -> str:
     return re.sub(r"\b_(exp|log|sqrt|sin|cos|tanh)\(", r"np.\1(", template)
 
 
-# NumPy's reductions on an ndarray are its ufuncs' reduce, less a Python wrapper
-_REDUCE = {
-    np.sum: ("np.add.reduce", {"axis", "keepdims", "dtype"}),
-    np.prod: ("np.multiply.reduce", {"axis", "keepdims", "dtype"}),
-    np.max: ("np.maximum.reduce", {"axis", "keepdims"}),
-    np.amax: ("np.maximum.reduce", {"axis", "keepdims"}),
-    np.min: ("np.minimum.reduce", {"axis", "keepdims"}),
-    np.amin: ("np.minimum.reduce", {"axis", "keepdims"}),
-}
 _SCALAR_TYPES = (float, np.float64)
 
 # Plain results that depend only on shapes and dtypes, which the argument check covers.
@@ -452,7 +443,7 @@ class _Program:
         try:
             with converting():
                 out = current(f(*call_args, **kwargs))  # a node written in place: its latest
-            on_tape = isinstance(out, Node) and out.tape is tape
+            on_tape = tape.owns(out)
             value = out.value if on_tape else out
             check_output(value, fname, "compile_grad")
             program = cls(tape, out.pos if on_tape else None, value, inputs, constants, grads)
@@ -632,17 +623,16 @@ class _Source:
             lowered = self._batched_call(node)
             if lowered is not None:
                 return lowered
-        reduce = _REDUCE.get(node.f)
+        reduce = REDUCTIONS.get(node.f)  # NumPy's reductions are its ufuncs' reduce, unwrapped
         if (
             reduce is not None
             and len(node.args) == 1
-            and isinstance(node.args[0], Node)
-            and node.args[0].tape is self.tape
+            and self.tape.owns(node.args[0])
             and type(node.args[0].value) is np.ndarray
             and set(node.kwargs) <= reduce[1]
         ):
             axis = "" if "axis" in node.kwargs else ", axis=None"  # reduce's default is 0
-            return f"{reduce[0]}({self._args(node)}{axis})"
+            return f"{self._name(reduce[0], 'f')}({self._args(node)}{axis})"
         return f"{self._name(node.f, 'f')}({self._args(node)})"
 
     def _batched_call(self, node: Branch) -> str | None:
@@ -652,7 +642,7 @@ class _Source:
         f, args, kwargs = node.f, node.args, node.kwargs
         if type(node.value) is not Batched:
             return None
-        vals = [a.value if isinstance(a, Node) and a.tape is self.tape else a for a in args]
+        vals = [a.value if self.tape.owns(a) else a for a in args]
         if isinstance(f, np.ufunc) and f.signature is None and not kwargs and len(args) <= 2:
             ranks = [_example_rank(v) for v in vals]
             if None in ranks or f.nout != 1:
@@ -671,7 +661,7 @@ class _Source:
             and vals[1].ndim == 2
         ):  # x @ W: one product of every example's row
             return f"_B(np.matmul({self._expr(args[0])}.data, {self._expr(args[1])}), lvl)"
-        reduce = _REDUCE.get(f)
+        reduce = REDUCTIONS.get(f)
         if reduce is None or len(vals) != 1 or type(vals[0]) is not Batched:
             return None
         axis = kwargs.get("axis")
@@ -679,7 +669,8 @@ class _Source:
             return None
         shifted = shifted_axis(axis, vals[0].data.ndim - 1)
         rest = "".join(f", {k}={self._name(v)}" for k, v in kwargs.items() if k != "axis")
-        return f"_B({reduce[0]}({self._expr(args[0])}.data, axis={shifted!r}{rest}), lvl)"
+        call = self._name(reduce[0], "f")
+        return f"_B({call}({self._expr(args[0])}.data, axis={shifted!r}{rest}), lvl)"
 
     def _data(self, a: Any, value: Any, missing: int = 0) -> str:
         """An operand on its data: a batch's data (with ``missing`` axes of length 1
@@ -744,7 +735,7 @@ class _Source:
         exprs = [self._expr(a) for a in node.args]
         gp = self._read(p)
         for i, a in enumerate(node.args):
-            if isinstance(a, Node) and a.tape is self.tape and active[a.pos]:
+            if self.tape.owns(a) and active[a.pos]:
                 expr = _SCALAR[node.f][1][i].format(*exprs, y=f"x{p}", g=gp)
                 done = accumulate(self.rtape, a, 1.0, node.f, i)  # 1.0: a stand-in
                 self._accumulate(a.pos, expr, done, out, alias=expr == gp)
@@ -779,7 +770,7 @@ class _Source:
                         self._contribution(node, i, b, f"cs[{j}]", xbar, out)
 
     def _active(self, a: Any, active: list) -> bool:
-        return isinstance(a, Node) and a.tape is self.tape and active[a.pos]
+        return self.tape.owns(a) and active[a.pos]
 
     def _adjoint(self, node, i, rule, p, ybar, kwargs, head) -> str:
         """Argument ``i``'s contribution: the registered rule's formula written out where
@@ -932,7 +923,8 @@ _ACCUMULATOR = {
 
 
 def _plain_sum(node: Branch, vals: tuple) -> bool:
-    return len(vals) == 1 and type(vals[0]) is np.ndarray and set(node.kwargs) <= _REDUCE[np.sum][1]
+    keywords = REDUCTIONS[np.sum][1]
+    return len(vals) == 1 and type(vals[0]) is np.ndarray and set(node.kwargs) <= keywords
 
 
 def _plain_matmul(vals: tuple, ybar: Any, kwargs: Any) -> bool:
@@ -998,7 +990,7 @@ def _same_batches(node: Branch, ybar: Any, tape: Tape, template: str) -> bool:
     for k, a in enumerate(node.args):
         if f"{{{k}}}" not in template:
             continue
-        value = a.value if isinstance(a, Node) and a.tape is tape else a
+        value = a.value if tape.owns(a) else a
         if type(value) is Batched:
             if value.data.shape != shape:
                 return False
@@ -1030,7 +1022,7 @@ def _is_scalar_record(node: Branch, tape: Tape) -> bool:
     if node.f not in _SCALAR or node.kwargs or type(node.value) not in _SCALAR_TYPES:
         return False
     for a in node.args:
-        value = a.value if isinstance(a, Node) and a.tape is tape else a
+        value = a.value if tape.owns(a) else a
         if type(value) not in _SCALAR_TYPES and type(value) is not int:
             return False
     return True
@@ -1039,11 +1031,10 @@ def _is_scalar_record(node: Branch, tape: Tape) -> bool:
 def _arg_positions(args: tuple, tape: Tape) -> list[int]:
     out = []
     for a in args:
-        if isinstance(a, Node):
-            if a.tape is tape:
-                out.append(a.pos)
+        if tape.owns(a):
+            out.append(a.pos)
         elif type(a) is list or type(a) is tuple:
-            out += [b.pos for b in a if isinstance(b, Node) and b.tape is tape]
+            out += [b.pos for b in a if tape.owns(b)]
     return out
 
 

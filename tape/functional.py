@@ -318,7 +318,7 @@ def output_value(out: Any, tape: Tape) -> Any:
     """The plain value of an output ``out`` of the differentiated function: a node of
     ``tape`` gives its value, as NumPy would have returned it, writeable (a copy of an
     array the tape froze, which its records still read); anything else as it is."""
-    if isinstance(out, Node) and out.tape is tape:
+    if tape.owns(out):
         out = out.value
         if type(out) is np.ndarray and not out.flags.writeable:
             return out.copy()
@@ -354,9 +354,9 @@ def _reverse(out, tape, inputs, nums, fname, who, has_aux):
     aux = None
     if has_aux:
         out, aux = split_aux(out, tape, fname, who)
-    value = out.value if isinstance(out, Node) and out.tape is tape else out
+    value = out.value if tape.owns(out) else out
     check_output(value, fname, who)
-    if isinstance(out, Node) and out.tape is tape:
+    if tape.owns(out):
         # a Dask or CuPy output is seeded in its own library, so that no rule broadcasts
         # a NumPy 1.0 to a data set's shape (Dask would ship it whole); so is an output
         # of one element and some shape, taken as a scalar

@@ -214,7 +214,7 @@ class _Pullback:
                 raise ValueError(
                     f"a cotangent of shape {np.shape(yb)} was given for an output of shape {shape}"
                 )
-            if isinstance(out, Node) and out.tape is self.tape:
+            if self.tape.owns(out):
                 held = rtape.adjoints[out.pos]
                 if type(yb) is np.ndarray:
                     yb = yb.copy()  # a rule may hand it on to an input's gradient
@@ -636,14 +636,14 @@ class _Rerun:
         try:
             with converting():
                 out = fn(*nodes)
-            if not (isinstance(out, Node) and out.tape is tape):
+            if not tape.owns(out):
                 return [None] * len(leaves)
             pos = current(out).pos  # a node written in place: its latest version
             rtape = ReverseTape(tape)
             rtape.adjoints[pos] = ybar
             adjoints = propagate(tape, rtape).adjoints
             return [
-                adjoints[n.pos] if isinstance(n, Node) and n.tape is tape else None for n in nodes
+                adjoints[n.pos] if tape.owns(n) else None for n in nodes
             ]
         finally:
             tape.records.clear()
@@ -653,7 +653,7 @@ class _Rerun:
         k = next(np.shape(t)[0] for t in xdots if t is not None)
         out, tape = push_forward(fn, leaves, {}, xdots, k)
         try:
-            return tape.tangent(out) if isinstance(out, Node) and out.tape is tape else None
+            return tape.tangent(out) if tape.owns(out) else None
         finally:
             tape.records.clear()
             tape.tangents.clear()
@@ -766,7 +766,7 @@ def checkpoint(f: Callable) -> Callable:
         out = checkpointed(_Replayed(fn, generators), tuple(leaves), _Rerun)
         if isinstance(out, Node):
             inner = out.value
-            if isinstance(inner, Node) and inner.tape is out.tape:
+            if out.tape.owns(inner):
                 raise TypeError(
                     f"checkpoint({getattr(f, '__name__', 'f')}) uses a node of the same tape "
                     "that it was not given as an argument (a closure or a global): pass it "
