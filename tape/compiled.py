@@ -45,14 +45,13 @@ from sensitivities import broadcast_to, registry
 from sensitivities.registry import function_name, shifted_axis
 
 from .batching import REDUCTIONS, Batched, multiply_data
-from .conversions import converting
 from .errors import MissingRuleError, NodeConversionError
 from .functional import (
     argnums_spec,
     check_output,
     input_gradients,
     normalise_argnums,
-    record_inputs,
+    trace,
     value_and_grad,
 )
 from .gradients import Gradients
@@ -438,14 +437,14 @@ class _Program:
             )
         key, flat = _signature(args, kwargs)
         tape = _GuardedTape()
-        call_args, recorded = record_inputs(f, tape, args, nums)
-        inputs, constants, grads = _number_leaves(tape, call_args, recorded, flat, data_as_leaves)
+        call_args = _data_leaves(tape, args, nums) if data_as_leaves else args
+        out, recorded = trace(f, tape, call_args, kwargs, nums)
         try:
-            with converting():
-                out = current(f(*call_args, **kwargs))  # a node written in place: its latest
+            out = current(out)  # a node written in place: its latest version
             on_tape = tape.owns(out)
             value = out.value if on_tape else out
             check_output(value, fname, "compile_grad")
+            inputs, constants, grads = _number_leaves(tape, call_args, recorded, flat)
             program = cls(tape, out.pos if on_tape else None, value, inputs, constants, grads)
         finally:
             tape.records.clear()  # break node <-> tape cycles; the program keeps plain values
@@ -501,12 +500,24 @@ class _Program:
         return value, (grads[0] if self.single else Gradients(grads))
 
 
-def _number_leaves(tape, call_args, recorded, flat, data_as_leaves):
+def _data_leaves(tape: Tape, args: tuple, nums: tuple) -> list:
+    """``args`` with the float leaves of the arguments not in ``nums`` recorded on
+    ``tape``: inputs of the program, not constants checked on every call."""
+    args = list(args)
+    for i, a in enumerate(args):
+        if i not in nums:
+            leaves, treedef = tree_flatten(a)
+            leaves = [Leaf(tape, x) if _is_float(x) else x for x in leaves]
+            args[i] = tree_unflatten(treedef, leaves)
+    return args
+
+
+def _number_leaves(tape, call_args, recorded, flat):
     """Number the arguments' leaves as ``_signature`` does (keyword arguments last) and
     sort them: the program's inputs, as ``(index, tape position)`` (the leaves that
-    ``record_inputs`` recorded and, with ``data_as_leaves``, the float leaves of the other
-    arguments, recorded here into ``call_args``), its constants, as ``(index, value)``,
-    and per differentiated argument where its gradient is read."""
+    ``record_inputs`` recorded, and those ``_data_leaves`` recorded in ``call_args``), its
+    constants, as ``(index, value)``, and per differentiated argument where its gradient
+    is read."""
     inputs, constants, grads = [], [], {}
     index = 0
     for i, a in enumerate(call_args):
@@ -518,15 +529,12 @@ def _number_leaves(tape, call_args, recorded, flat, data_as_leaves):
             grads[i] = (at, treedef, slots)
             index += len(nodes)
             continue
-        leaves, treedef = tree_flatten(a)
-        for k, x in enumerate(leaves):
-            if data_as_leaves and _is_float(x):
-                leaves[k] = Leaf(tape, x)
-                inputs.append((index, leaves[k].pos))
+        for x in tree_flatten(a)[0]:
+            if tape.owns(x):
+                inputs.append((index, x.pos))
             else:
                 constants.append((index, x))
             index += 1
-        call_args[i] = tree_unflatten(treedef, leaves)
     constants += [(k, flat[k]) for k in range(index, len(flat))]  # the keyword arguments
     return inputs, constants, grads
 

@@ -17,7 +17,6 @@ from sensitivities import checkpointed
 from sensitivities.registry import value_of
 
 from .collector import fewer_collections
-from .conversions import converting
 from .duck_arrays import is_duck_array
 from .forward import ForwardTape, push_forward
 from .functional import (
@@ -25,12 +24,12 @@ from .functional import (
     input_gradients,
     normalise_argnums,
     output_value,
-    record_inputs,
+    pull_back,
+    trace,
 )
 from .node import Node
-from .recording import current, plain
+from .recording import plain
 from .records import Leaf, Tape
-from .reverse import ReverseTape, propagate
 from .trees import tree_flatten, tree_leaves_like, tree_map, tree_unflatten
 from .warning_sites import located_warnings
 
@@ -198,11 +197,7 @@ class _Pullback:
                 f"the cotangent has {len(tree_flatten(ybar)[0])} parts but the output has "
                 f"{len(self.outs)}, or another structure: give one of the output's structure"
             )
-        # a node written in place: its latest version (which may record, so before rtape)
-        outs = [current(out) for out in self.outs]
-        rtape = ReverseTape(self.tape)
-        seeded = False
-        for out, yb in zip(outs, ybars):
+        for out, yb in zip(self.outs, ybars):
             if yb is None:  # no cotangent: zero there
                 continue
             if out is None:
@@ -214,26 +209,17 @@ class _Pullback:
                 raise ValueError(
                     f"a cotangent of shape {np.shape(yb)} was given for an output of shape {shape}"
                 )
-            if self.tape.owns(out):
-                held = rtape.adjoints[out.pos]
-                if type(yb) is np.ndarray:
-                    yb = yb.copy()  # a rule may hand it on to an input's gradient
-                rtape.adjoints[out.pos] = yb if held is None else held + yb
-                seeded = True
-        adjoint = propagate(self.tape, rtape).adjoints if seeded else None
+        # a rule may hand a cotangent on to an input's gradient: the caller's stays theirs
+        ybars = [yb.copy() if type(yb) is np.ndarray else yb for yb in ybars]
+        with fewer_collections(), located_warnings():
+            adjoint = pull_back(self.tape, self.outs, ybars)
         return tuple(input_gradients(self.inputs, self.nums, adjoint))
 
 
 def _vjp(f, nums, args, kwargs):
     tape = Tape()
-    args, inputs = record_inputs(f, tape, args, nums)
-    try:
-        # records are freed with the pullback
-        with fewer_collections(), located_warnings(), converting():
-            out = f(*args, **kwargs)
-    except BaseException:
-        tape.records.clear()
-        raise
+    with fewer_collections(), located_warnings():  # records are freed with the pullback
+        out, inputs = trace(f, tape, args, kwargs, nums)
     outs, out_def = tree_flatten(out)
     y = tree_unflatten(out_def, [output_value(o, tape) for o in outs])
     return y, _Pullback(tape, outs, out_def, inputs, nums)
@@ -632,19 +618,15 @@ class _Rerun:
     @staticmethod
     def pullback(fn: Callable, leaves: tuple, ybar: Any) -> list:
         tape = Tape()
-        nodes = [Leaf(tape, x) if _differentiable(x) else x for x in leaves]
+        nums = tuple(i for i, x in enumerate(leaves) if _differentiable(x))
+        out, inputs = trace(fn, tape, leaves, {}, nums)
         try:
-            with converting():
-                out = fn(*nodes)
-            if not tape.owns(out):
+            with fewer_collections(), located_warnings():
+                adjoints = pull_back(tape, [out], [ybar])
+            if adjoints is None:
                 return [None] * len(leaves)
-            pos = current(out).pos  # a node written in place: its latest version
-            rtape = ReverseTape(tape)
-            rtape.adjoints[pos] = ybar
-            adjoints = propagate(tape, rtape).adjoints
-            return [
-                adjoints[n.pos] if tape.owns(n) else None for n in nodes
-            ]
+            nodes = [inputs[i][2][0] if i in inputs else None for i in range(len(leaves))]
+            return [None if n is None else adjoints[n.pos] for n in nodes]
         finally:
             tape.records.clear()
 
