@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from sensitivities import registry
 from tape import Gradients, TapeMismatchError, compile_grad, grad, tree_flatten, value_and_grad
-from tape.compiled import _SCALAR
+from tape.replay import _SCALAR
 from tests.fd import numeric_grad
 
 
