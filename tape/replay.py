@@ -436,17 +436,15 @@ class Source:
         return name
 
     def _expr(self, a: Any) -> str:
-        if isinstance(a, Node):
-            if a.tape is self.tape:
-                self.uses.add(a.pos)
-                return f"x{a.pos}"
-            return self._name(a)  # an outer tape's node: a constant here
+        if self.tape.owns(a):
+            self.uses.add(a.pos)
+            return f"x{a.pos}"
         if type(a) is list or type(a) is tuple:
             inner = ", ".join(self._expr(b) for b in a)
             if type(a) is tuple:
                 return f"({inner},)" if len(a) == 1 else f"({inner})"
             return f"[{inner}]"
-        return self._name(a)
+        return self._name(a)  # a plain value, or an outer tape's node: a constant here
 
     def _args(self, node: Branch) -> str:
         parts = [self._expr(a) for a in node.args]
