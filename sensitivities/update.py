@@ -63,25 +63,41 @@ class _Update:
 
     def set(self, v: Any) -> Any:
         """A copy of ``x`` with ``x[index] = v``; with repeated indices, the last wins."""
-        return _in_rounds(set_at, self.x, self.index, v)
+        return _in_rounds(set_at, self.x, self.index, _written(v))
 
     def add(self, v: Any) -> Any:
         """A copy of ``x`` with ``v`` added at ``index``; repeated indices accumulate."""
-        return add_at(self.x, self.index, v)
+        return add_at(self.x, self.index, _written(v))
 
     def multiply(self, v: Any) -> Any:
         """A copy of ``x`` with ``x[index]`` multiplied by ``v``; repeated indices multiply."""
-        return _in_rounds(multiply_at, self.x, self.index, v)
+        return _in_rounds(multiply_at, self.x, self.index, _written(v))
 
 
 def _plain_index(index: Any) -> Any:
     if hasattr(index, "tape") and hasattr(index, "pos"):
         raise TypeError("an index cannot be a node: index with integers, slices or masks")
     if isinstance(index, list):
-        return np.asarray(index)
+        return _list_index(index)
     if isinstance(index, tuple):
-        return tuple(np.asarray(i) if isinstance(i, list) else i for i in index)
+        return tuple(_list_index(i) if isinstance(i, list) else i for i in index)
     return index
+
+
+def _list_index(index: list) -> np.ndarray:
+    """A list index as NumPy reads it: ``[]`` selects nothing (an empty integer array)."""
+    index = np.asarray(index)
+    return index.astype(np.intp) if index.size == 0 else index
+
+
+def _written(v: Any) -> Any:
+    """``v`` as NumPy reads a value to write: a list or tuple, nested or not, becomes one
+    array, stacked so that the nodes among its elements stay on the tape."""
+    if type(v) is not list and type(v) is not tuple:
+        return v
+    if not v:
+        return np.asarray(v)
+    return np.stack([_written(element) for element in v])
 
 
 def _may_repeat(index: Any) -> bool:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -43,6 +44,7 @@ from sensitivities.registry import value_of
 from .errors import passed_to_compiled
 from .interrupts import critical, deliver, undo_under, uninterrupted
 from .recording import Record, extend, innermost_tape
+from .warning_sites import warn as located_warn
 
 __all__ = ["converting", "library_code", "is_converting", "stacked"]
 
@@ -56,7 +58,7 @@ class _State(threading.local):
 _state = _State()
 _lock = threading.Lock()
 _threads = 0  # passes open in all threads that convert; the names are swapped while > 0
-_swapped: list = []  # (namespace, name, original) as restored at the end
+_swapped: tuple = ()  # the sites of the last swap: put back at the end where still ours
 _scanned = (-1, ())  # (len(sys.modules), binding sites) of the last scan
 
 
@@ -174,11 +176,12 @@ class library_code:
 
 
 def _swap_in() -> None:
-    swapped = _swapped
-    for namespace, name, original, wrapper in _sites():
+    # (no list of what was swapped: a pass pays for each site's two stores and no more)
+    global _swapped
+    _swapped = sites = _sites()
+    for namespace, name, original, wrapper in sites:
         if namespace.get(name) is original:  # unless the module rebound it since
             namespace[name] = wrapper
-            swapped.append((namespace, name, original))
     for owner, name, wrapper in _METHODS:
         _swapped_methods.append((owner, name, vars(owner).get(name, _MISSING)))
         setattr(owner, name, wrapper)
@@ -186,10 +189,11 @@ def _swap_in() -> None:
 
 @critical
 def _swap_out() -> None:
-    swapped = _swapped
-    while swapped:
-        namespace, name, original = swapped.pop()
-        namespace[name] = original
+    global _swapped
+    for namespace, name, original, wrapper in _swapped:
+        if namespace.get(name) is wrapper:  # (so a second run after a signal is harmless)
+            namespace[name] = original
+    _swapped = ()
     while _swapped_methods:
         owner, name, previous = _swapped_methods.pop()
         if previous is _MISSING:
@@ -199,6 +203,7 @@ def _swap_out() -> None:
 
 
 _MISSING = object()
+_ORIGINAL_WARN = warnings.warn
 _swapped_methods: list = []  # (class or distribution object, name, what it held)
 
 
@@ -243,6 +248,9 @@ def _sites() -> tuple:
                 if private_scipy and id(held) not in numpys:
                     continue
                 found.append((namespace, name, held, entry[1]))
+    # NumPy's Python code warns through the module's attribute (warnings.warn), seen here
+    # alone: binding sites of ``warn`` (``from warnings import warn``) are SciPy's, many
+    found.append((vars(warnings), "warn", _ORIGINAL_WARN, located_warn))
     _scanned = (count, tuple(found))
     return _scanned[1]
 

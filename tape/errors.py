@@ -151,7 +151,33 @@ def converted_in_library(frame: Any, converting: bool, into: str = "an ndarray")
     for the user's own code, which the general advice fits."""
     if frame is None:
         return ""
+    if into == "an ndarray" and _module_of(frame).startswith("numpy"):
+        return _inside_numpy(frame)
     return _library_site(frame.f_code, frame.f_lineno, frame.f_globals, converting, into)
+
+
+def _module_of(frame: Any) -> str:
+    return frame.f_globals.get("__name__", "")
+
+
+def _inside_numpy(frame: Any) -> str:
+    """Where NumPy's own Python code hands a node to its compiled code (``np.sum`` of a
+    list holding nodes reaches ``ufunc.reduce``): the NumPy function the user called, and
+    the fix, which is nearly always to stack the sequence first."""
+    outer = frame
+    while frame is not None and _module_of(frame).startswith(("numpy", "tape.", "sensitivities.")):
+        if _module_of(frame).startswith("numpy"):
+            outer = frame
+        frame = frame.f_back
+    name = outer.f_code.co_name
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip() if frame else ""
+    return (
+        f"np.{name} hands a node to NumPy's compiled code, which would cut it off the tape"
+        + (f" (at `{line}`)" if line else "")
+        + f". NumPy does so with a list or tuple that holds nodes: make it one node first, "
+        f"np.{name}(np.stack([...])) or np.{name}(np.array([...])). Otherwise give "
+        f"np.{name} a rule (tape.sensitivity) or compute with functions that have rules"
+    )
 
 
 def _library_site(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import signal
 import threading
+from _signal import getsignal as _handler_of  # signal.getsignal less its enum: 20x faster
 from typing import Any
 
 __all__ = ["uninterrupted", "critical", "guard_handlers", "deliver", "undo_under"]
@@ -91,7 +92,7 @@ def guard_handlers() -> None:
     if threading.get_ident() != _MAIN:
         return
     for signum in _GUARDED:
-        handler = signal.getsignal(signum)
+        handler = _handler_of(signum)
         if callable(handler) and handler is not _deferring and type(handler) is not _Deferred:
             if handler is signal.default_int_handler:
                 continue  # _install's

@@ -661,17 +661,6 @@ class Node(Record):
     def flat(self, value: Any) -> None:
         _Flat(self)[...] = value  # x.flat = v writes every element, as NumPy's does
 
-    def __getattr__(self, name: str) -> Any:
-        # called only where normal lookup failed: the ndarray attributes of memory and
-        # layout (flags, base, ctypes, byteswap...) get an answer that says why
-        if name in _MEMORY_ATTRIBUTES:
-            raise AttributeError(
-                f"a node has no .{name}: ndarray.{name} is about an array's memory, which a "
-                f"recorded value does not expose; node.value.{name} is the constant's "
-                "(the gradient does not flow through it)"
-            )
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
 
 # the instructions of x[i] = v and (from Python 3.12) x[a:b] = v
 _STORES = frozenset(
@@ -711,11 +700,31 @@ _LEAVES = (
 )
 
 # ndarray's attributes that a node leaves out, as they are about memory and layout
-_MEMORY_ATTRIBUTES = frozenset(
-    ("base", "byteswap", "ctypes", "data", "flags", "getfield", "setfield", "setflags",
-     "__array_interface__", "__array_struct__", "__dlpack__",
-     "__dlpack_device__")
-)  # fmt: skip
+# (not the protocols NumPy probes, __array_interface__ and the like: found on the class,
+# they would cost every conversion attempt an exception)
+_MEMORY_ATTRIBUTES = ("base", "byteswap", "ctypes", "data", "flags", "getfield", "setfield",
+                      "setflags")  # fmt: skip
+
+
+def _memory_attribute(name: str) -> property:
+    """A property that says why a node has no ``name``: an attribute about an array's
+    memory, which a recorded value does not expose. (A property each, not a
+    ``__getattr__``: that would slow every attribute read of every node threefold, as
+    Python then no longer specialises the reads of ``__slots__``.)"""
+
+    def refuse(self: Node) -> Any:
+        raise AttributeError(
+            f"a node has no .{name}: ndarray.{name} is about an array's memory, which a "
+            f"recorded value does not expose; node.value.{name} is the constant's "
+            "(the gradient does not flow through it)"
+        )
+
+    return property(refuse)
+
+
+for _name in _MEMORY_ATTRIBUTES:
+    setattr(Node, _name, _memory_attribute(_name))
+del _name
 
 
 def _as_array(values: Any) -> Any:

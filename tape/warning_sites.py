@@ -22,7 +22,7 @@ import numpy as np
 
 import sensitivities
 
-__all__ = ["located_warnings"]
+__all__ = ["located_warnings", "warn"]
 
 # the engine's and the rules' files, and the code a compiled gradient generates
 _INTERNAL = tuple(
@@ -42,16 +42,44 @@ class _Teller:
         if frame is None:
             warnings.warn(message + where, RuntimeWarning, stacklevel=2)
             return
-        module_globals = frame.f_globals
-        # (no module_globals: a loader's source, absent for `python -c`, is not needed)
-        warnings.warn_explicit(
-            message + where,
-            RuntimeWarning,
-            frame.f_code.co_filename,
-            frame.f_lineno,
-            module=module_globals.get("__name__", "<string>"),
-            registry=module_globals.setdefault("__warningregistry__", {}),
-        )
+        _tell(message + where, RuntimeWarning, frame)
+
+
+def _tell(message: Any, category: Any, frame: Any) -> None:
+    """Warn as ``warnings.warn`` would from code running in ``frame``."""
+    module_globals = frame.f_globals
+    # (no module_globals: a loader's source, absent for `python -c`, is not needed)
+    warnings.warn_explicit(
+        message,
+        category,
+        frame.f_code.co_filename,
+        frame.f_lineno,
+        module=module_globals.get("__name__", "<string>"),
+        registry=module_globals.setdefault("__warningregistry__", {}),
+    )
+
+
+_warn = warnings.warn
+
+
+def warn(message: Any, category: Any = None, stacklevel: int = 1, *args: Any, **kwargs: Any):
+    """``warnings.warn`` while a forward pass records (``tape.conversions`` puts it in
+    place): NumPy's Python code warns ``stacklevel`` frames up, meaning its caller, which
+    is the engine for a function entered on nodes (``np.nanvar``'s "Degrees of freedom
+    <= 0"). Such a warning is told at the first frame outside ``tape`` and the rules, the
+    line plain NumPy names; every other warning passes through unchanged."""
+    try:
+        frame = sys._getframe(stacklevel)
+    except ValueError:
+        frame = None
+    if frame is None or not frame.f_code.co_filename.startswith(_INTERNAL):
+        return _warn(message, category, stacklevel + 1, *args, **kwargs)
+    frame, where = _users_frame(frame)
+    if frame is None:
+        return _warn(message, category, stacklevel + 1, *args, **kwargs)
+    if isinstance(message, Warning):
+        category, message = type(message), str(message)
+    _tell(str(message) + where, category or UserWarning, frame)
 
 
 def _users_frame(frame: Any) -> tuple[Any, str]:

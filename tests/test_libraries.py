@@ -1,6 +1,7 @@
 """Library code differentiated unchanged, against the derivatives its authors ship:
 statsmodels' ``score`` and ``hessian``, scikit-learn's ``_backprop`` and kernels'
-``eval_gradient=True``, SciPy's ``rosen_der`` and ``rosen_hess``. Where a library's
+``eval_gradient=True``, SciPy's ``rosen_der`` and ``rosen_hess``, lifelines' Efron
+gradient and Hessian. Where a library's
 own Hessian uses another parametrisation, central differences of its score stand in."""
 
 from __future__ import annotations
@@ -140,6 +141,29 @@ def test_sklearn_gaussian_process_log_marginal_likelihood():
     theta = gp.kernel_.theta
     value, theirs = gp.log_marginal_likelihood(theta, eval_gradient=True)
     np.testing.assert_allclose(grad(gp.log_marginal_likelihood)(theta)[0], theirs, rtol=1e-7)
+
+
+@pytest.mark.parametrize("method", ["_get_efron_values_single", "_get_efron_values_batch"])
+def test_lifelines_cox_efron_against_its_own_derivatives(method):
+    pd = pytest.importorskip("pandas")
+    coxph = pytest.importorskip("lifelines.fitters.coxph_fitter")
+    n, d = 40, 3
+    T = np.round(RNG.exponential(size=n), 1)  # rounded, so that deaths tie
+    order = np.argsort(T, kind="stable")
+    X = pd.DataFrame(RNG.normal(size=(n, d))[order])
+    T, E = pd.Series(T[order]), pd.Series(RNG.random(n)[order] < 0.7)
+    weights = pd.Series(RNG.uniform(0.5, 2.0, size=n))
+    efron = getattr(coxph.SemiParametricPHFitter.__new__(coxph.SemiParametricPHFitter), method)
+    beta = 0.3 * RNG.normal(size=d)
+    their_hessian, their_gradient, _ = efron(X, T, E, weights, None, beta)
+
+    def log_likelihood(beta):
+        return efron(X, T, E, weights, None, beta)[2]
+
+    ours = grad(log_likelihood)(beta)[0]
+    np.testing.assert_allclose(ours, their_gradient, rtol=1e-10, atol=1e-12)
+    ours = hessian(log_likelihood)(beta)
+    np.testing.assert_allclose(ours, their_hessian, rtol=1e-10, atol=1e-12)
 
 
 def test_scipy_rosen():

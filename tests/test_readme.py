@@ -94,7 +94,8 @@ def test_the_readme_describes_the_extras_the_tests_install():
     said = " ".join((ROOT / "README.md").read_text().split("## A tape by hand")[0].split())
     words = {"pytest": "pytest", "hypothesis": "hypothesis", "scipy": "SciPy", "ruff": "ruff",
              "ipython": "IPython", "scikit-learn": "scikit-learn", "statsmodels": "statsmodels",
-             "matplotlib": "matplotlib", "tqdm": "tqdm", "graphviz": "graphviz",
+             "lifelines": "lifelines", "matplotlib": "matplotlib", "tqdm": "tqdm",
+             "graphviz": "graphviz",
              "dask": "Dask", "distributed": "Dask", "mkdocs": "mkdocs",
              "mkdocs-material": "Material", "mkdocstrings": "mkdocstrings"}  # fmt: skip
     for extra in ("test", "examples", "docs"):

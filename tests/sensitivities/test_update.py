@@ -171,3 +171,43 @@ CASES = [
 ]
 
 test_update_rules = rule_test(CASES, max_examples=15)
+
+
+def _differences(f, x, h=1e-6):
+    out = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        step = np.zeros_like(x)
+        step[i] = h
+        out[i] = (f(x + step) - f(x - step)) / (2 * h)
+    return out
+
+
+def _written_as_numpy(x, index, v):
+    y = x.copy()
+    y[index] = v
+    return y
+
+
+@pytest.mark.parametrize(
+    "index, v",
+    [
+        (0, [7.0, 8.0, 9.0]),  # a list of numbers, as x[0] = [7., 8., 9.]
+        ((slice(None), 1), (4.0, 5.0)),  # a tuple
+        ([], 5.0),  # an empty list index selects nothing, as in NumPy
+        (([0, 1], [2, 2]), [1, 2]),  # integers into floats: cast, as NumPy does
+    ],
+)
+def test_a_list_or_tuple_value_and_an_empty_list_index_as_numpy(index, v):
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(at(x)[index].set(v), _written_as_numpy(x, index, v))
+
+
+def test_a_list_holding_nodes_is_written_and_differentiated():
+    def f(x):
+        y = x * 1.0
+        y[0] = [x[1, 2] ** 2, 2.0, x[1, 0]]  # nodes and numbers in one list
+        y[[0, 1], [2, 2]] = (x[1, 0], x[1, 1])
+        return np.sum(at(y)[1].add([1.0, x[0, 1], 2.0]) ** 2 * x)
+
+    x = np.arange(6.0).reshape(2, 3) + 1
+    np.testing.assert_allclose(grad(f)(x)[0], _differences(f, x), rtol=1e-6, atol=1e-6)

@@ -14,7 +14,16 @@ import numpy as np
 import pytest
 
 import tape
-from tape import grad, hessian, jacobian, jvp, library_code, value_and_grad, vjp
+from tape import (
+    NodeConversionError,
+    grad,
+    hessian,
+    jacobian,
+    jvp,
+    library_code,
+    value_and_grad,
+    vjp,
+)
 from tape.conversions import is_converting
 from tests.fd import numeric_grad
 
@@ -324,3 +333,21 @@ def test_a_node_stored_into_an_ndarray_in_library_code_names_its_line(tmp_path):
     cause = str(info.value.__cause__)
     assert "stores_a_node.f (line 5)" in cause and "a[0] = x[0]" in cause
     assert "np.zeros_like" in cause and "@tape.primitive" in cause
+
+
+@pytest.mark.parametrize(
+    "name, call",
+    [
+        ("sum", lambda x: np.sum([x[0], 2 * x[1]])),
+        ("mean", lambda x: np.mean((x, x))),
+        ("cumsum", lambda x: np.sum(np.cumsum([x[0], x[1]]))),
+        ("interp", lambda x: np.interp(1.5, [1.0, 2.0], [x[0], x[1]])),
+    ],
+)
+def test_a_list_holding_nodes_that_numpy_converts_says_to_stack_it(name, call):
+    x = np.array([1.0, 2.0])
+    with pytest.raises(NodeConversionError, match=rf"np\.{name} hands a node .*np\.stack"):
+        grad(call)(x)
+    stacked = {"sum": lambda x: np.sum(np.stack([x[0], 2 * x[1]]))}.get(name)
+    if stacked is not None:  # the fix the message gives, checked
+        np.testing.assert_allclose(grad(stacked)(x)[0], [1.0, 2.0])

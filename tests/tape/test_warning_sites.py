@@ -1,6 +1,7 @@
 """NumPy's floating-point warnings name the user's line, as plain NumPy's do; a warning
 of the reverse pass says which record's rule raised it."""
 
+import _warnings
 import warnings
 
 import numpy as np
@@ -123,3 +124,36 @@ def test_a_script_without_a_source_file_warns_too():
     )
     assert result.returncode == 0, result.stderr
     assert "<string>:2: RuntimeWarning: divide by zero encountered in log" in result.stderr
+
+
+def empty_slices(x):
+    # NumPy's Python code warns here with warnings.warn(stacklevel=2), from an entered function
+    spread = np.nanvar(np.where(np.isnan(x), x, np.nan), axis=0)  # NANVAR_LINE
+    return np.sum(x) + np.sum(np.nan_to_num(spread))
+
+
+@pytest.mark.parametrize("transform", [grad, value_and_grad, lambda f: lambda x: vjp(f, x)])
+def test_numpys_python_warnings_name_the_users_line_as_plain_numpy(transform):
+    x = np.array([[1.0, 2.0], [3.0, 4.0]])
+    plain = [(w.filename, w.lineno, str(w.message)) for w in caught(lambda: empty_slices(x))]
+    assert plain == [(HERE, line_of("NANVAR_LINE"), "Degrees of freedom <= 0 for slice.")]
+    ours = caught(lambda: transform(empty_slices)(x))
+    ours = [(w.filename, w.lineno, str(w.message)) for w in ours if "slice" in str(w.message)]
+    assert ours == plain
+
+
+def test_other_warnings_pass_through_during_a_pass():
+    def f(x):
+        warnings.warn("the user's own", UserWarning, stacklevel=1)  # OWN_LINE
+        warnings.warn(DeprecationWarning("an instance"), stacklevel=1)  # INSTANCE_LINE
+        # the caller of f: grad's call, where plain Python names the line calling f
+        warnings.warn("to the caller", UserWarning, stacklevel=2)
+        return np.sum(x * x)
+
+    seen = caught(lambda: grad(f)(np.ones(2)))  # CALLER_LINE
+    assert [(w.filename, w.lineno, w.category, str(w.message)) for w in seen] == [
+        (HERE, line_of("OWN_LINE"), UserWarning, "the user's own"),
+        (HERE, line_of("INSTANCE_LINE"), DeprecationWarning, "an instance"),
+        (HERE, line_of("CALLER_LINE"), UserWarning, "to the caller"),
+    ]
+    assert warnings.warn is _warnings.warn  # Python's own again after the pass
