@@ -6,7 +6,7 @@ A fluid-like advection: a ``size`` x ``size`` field, flattened, is moved for ``s
 steps by bilinear interpolation, ``f = w00 * f[i00] + w01 * f[i01] + w10 * f[i10] +
 w11 * f[i11]``, with index arrays ``i..`` and weights ``w..`` fixed for the whole run (as
 a simulation on a fixed grid reads its stencil's indices at every step): eight constant
-arrays per step, each sealed by the record that reads it (``tape.mutation``). Printed:
+arrays per step, each sealed by the record that reads it (``tape.core.mutation``). Printed:
 the best CPU time of one gradient over the repeats, and how many fingerprints the
 forward and the reverse pass take, with the share of the gradient's time they cost (CPU
 times, which load from other processes on a shared machine disturbs less than wall time).
@@ -20,7 +20,8 @@ import time
 
 import numpy as np
 
-from tape import grad, recording, reverse
+from tape import grad
+from tape.core import recording, reverse
 
 
 def stencil(size: int, seed: int = 0) -> tuple[list, list]:

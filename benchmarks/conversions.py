@@ -1,4 +1,4 @@
-"""What the recording of conversions in library code costs (``tape.conversions``).
+"""What the recording of conversions in library code costs (``tape.core.conversions``).
 
     python benchmarks/conversions.py
 
@@ -67,7 +67,7 @@ def main() -> None:
     other = threading.Thread(target=lambda: tape.grad(records)(np.ones(2)))
     other.start()
     recording.wait()
-    assert np.asarray is not tape.conversions._ORIGINAL_ASARRAY  # the wrappers are in place
+    assert np.asarray is not tape.core.conversions._ORIGINAL_ASARRAY  # the wrappers are in place
     during = {f.__name__: _median(f, rows) for f in (numpy_heavy, conversions_only)}
     finished.set()
     other.join()

@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 import workloads as w  # noqa: E402
 
 import tape  # noqa: E402
-from tape.collector import fewer_collections  # noqa: E402
+from tape.core.collector import fewer_collections  # noqa: E402
 
 
 def cases(n_matmul):

@@ -22,16 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 import tape  # noqa: E402
-from tape import (
+from tape import (  # noqa: E402
     Leaf,
     Tape,
-    collector,  # noqa: E402
     grad,
-    mutation,
     propagate,
-    recording,
     reverse_tape,
 )
+from tape.core import collector, mutation, recording  # noqa: E402
 
 
 def chain(n):

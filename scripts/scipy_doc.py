@@ -140,7 +140,7 @@ ARRAY_API = """## SciPy's array-API code paths
 
 With `SCIPY_ARRAY_API=1` set before SciPy is imported, SciPy (and scikit-learn) run
 their array-API-aware functions on any array whose namespace follows the standard. A
-node has one (`node.__array_namespace__()` is `tape.array_api`: NumPy's namespace with
+node has one (`node.__array_namespace__()` is `tape.core.array_api`: NumPy's namespace with
 an `asarray` that keeps a node a node), so those functions record on the tape as they
 are. Measured by `python scripts/array_api_report.py` (gradients against central
 differences):

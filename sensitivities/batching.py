@@ -5,7 +5,7 @@ batch as the leading axis of each argument flagged in ``batched`` (a tuple of bo
 per positional argument; the others are the same for every example) and returns the
 result with the batch as its leading axis (each output, for a tuple of outputs), or
 ``NotImplemented`` to hand the call to the loop over the batch. Plain NumPy, like the
-sensitivities: the engine (``tape.batching``) unwraps and wraps the batched values.
+sensitivities: the engine (``tape.transforms.vmap``) unwraps and wraps the batched values.
 
 NumPy's own functions are batched in the engine, by axis shifts, broadcasting and
 stacks of matrices; rules here are for the primitives of this package, which NumPy's

@@ -4,6 +4,34 @@
 >>> from tape import grad
 >>> grad(lambda x: np.sum(np.sin(x) ** 2))(np.array([0.0, np.pi / 4]))
 (array([0., 1.]),)
+
+The package is three layers over the rules, each importing only the layers below it:
+
+- ``sensitivities`` (a package of its own): the rules, plain NumPy, and their registry.
+  It never imports ``tape``.
+- ``tape.core``: the engine. Tapes and records (``records``), how a call becomes a
+  Branch (``recording``), the reverse pass (``reverse``), ``Node``'s operator surface,
+  in-place writes and views, the checks and errors, conversions inside library code,
+  trees. It imports ``sensitivities``' public names and other core modules only: no
+  transform and no tool, not even inside a function. Where a layer above has to plug
+  in, core offers a documented hook that the layer above fills in: ``Tape.add`` and
+  ``Tape.plain`` (overridden by a transform's tape), the context's observer
+  (``core.observing``), ``core.records.PICTURES`` (filled by ``tools.graph``) and
+  ``core.conversions.SCIPY_COUNTERPARTS`` (filled below, for ``tape.scipy``).
+- ``tape.transforms``: what turns a function into another one. ``grad`` and
+  ``value_and_grad`` (``grad``), ``vjp``/``jvp``/``jacobian``/``hessian``/``hvp``
+  (``derivatives``), ``checkpoint``/``stop_gradient`` (``checkpoint``), forward mode
+  (``forward``, ``pushforward``), ``vmap`` (``vmap``) and compiled replay
+  (``compiled``). A transform imports core, the rules, and other transforms' public
+  names (no name with a leading underscore); never a tool.
+- ``tape.tools``: what helps a user look at or check a program: ``check_grad``
+  (``checking``), the debug modes (``debugging``), pictures of a tape (``graph``). A
+  tool may import anything public.
+
+``tape.scipy`` (SciPy's differentiable counterparts) stands beside the tools and uses
+the public ``tape`` API only. A new transform goes in ``tape/transforms/`` (see
+docs/guide/how-it-works.md); no module is over about 600 lines of code unless a comment
+names the measured speed that it buys. ``tests/tape/test_layers.py`` checks these rules.
 """
 
 from sensitivities import (
@@ -15,21 +43,29 @@ from sensitivities import (
     sensitivity,
 )
 
-from . import array_api  # noqa: F401  (node.__array_namespace__)
-from .batching import vmap
-from .checking import check_grad
-from .compiled import CompiledGrad, TapeMismatchError, compile_grad
-from .conversions import library_code
-from .debugging import debug, detect_anomaly, recorded_at
-from .errors import AnomalyError, MissingRuleError, MutationError, NodeConversionError
-from .functional import grad, value_and_grad
-from .gradients import Gradients
-from .node import Node
-from .pushforward import pushforward
-from .records import Branch, Leaf, Tape
-from .reverse import ReverseTape, propagate, reverse_tape
-from .transforms import checkpoint, hessian, hvp, jacobian, jvp, stop_gradient, vjp
-from .trees import ravel, tree_flatten, tree_map, tree_unflatten
+from .core import conversions
+from .core.conversions import library_code
+from .core.errors import AnomalyError, MissingRuleError, MutationError, NodeConversionError
+from .core.gradients import Gradients
+from .core.node import Node
+from .core.records import Branch, Leaf, Tape
+from .core.reverse import ReverseTape, propagate, reverse_tape
+from .core.trees import ravel, tree_flatten, tree_map, tree_unflatten
+from .tools import graph  # noqa: F401  (fills in Tape.to_dot, Tape.draw, a notebook's picture)
+from .tools.checking import check_grad
+from .tools.debugging import debug, detect_anomaly, recorded_at
+from .transforms.checkpoint import checkpoint, stop_gradient
+from .transforms.compiled import CompiledGrad, TapeMismatchError, compile_grad
+from .transforms.derivatives import hessian, hvp, jacobian, jvp, vjp
+from .transforms.grad import grad, value_and_grad
+from .transforms.pushforward import pushforward
+from .transforms.vmap import vmap
+
+# SciPy's functions that library code calls inside grad go to tape.scipy's counterparts
+conversions.SCIPY_COUNTERPARTS.update(
+    (f"scipy.{sub}", f"tape.scipy.{sub}")
+    for sub in ("linalg", "signal", "special", "spatial.distance", "stats")
+)
 
 __version__ = "0.1.0"
 

@@ -13,8 +13,9 @@ import time
 import numpy as np
 
 import tape
-from tape import collector, compile_grad, debug, detect_anomaly, grad, jvp
-from tape.observing import observing
+from tape import compile_grad, debug, detect_anomaly, grad, jvp
+from tape.core import collector
+from tape.core.observing import observing
 
 
 def _loss(x):
@@ -55,7 +56,7 @@ def left_behind() -> list[str]:
         wrong.append("the garbage collector is off")
     if collector._passes != 0 or gc.get_threshold() != collector._thresholds:
         wrong.append(f"the collector's pace: {gc.get_threshold()}, {collector._passes} passes")
-    if tape.interrupts._open != 0:
+    if tape.core.interrupts._open != 0:
         wrong.append("an uninterrupted section is still open")
     return wrong
 

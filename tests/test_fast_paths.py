@@ -4,8 +4,8 @@ Each shortcut (matmul's rule on a repeating adjoint, the sum rule's zero-stride 
 extremum rule without ties) is checked against an independent reference: NumPy itself,
 central differences, or the same rule on a plain copy of its input. The engine's own
 shortcuts are tested with their modules: NumPy scalars through the operators in
-tests/tape/test_recording.py, one-reduction unbroadcasting and adjoint ownership in
-tests/tape/test_reverse.py, Branch construction in tests/tape/test_records.py.
+tests/tape/core/test_recording.py, one-reduction unbroadcasting and adjoint ownership in
+tests/tape/core/test_reverse.py, Branch construction in tests/tape/core/test_records.py.
 """
 
 from __future__ import annotations

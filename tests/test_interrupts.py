@@ -30,8 +30,8 @@ def test_no_global_setting_outlives_a_call_whatever_the_handler_raises():
     import gc
     import random
 
-    import tape.conversions as conversions
-    from tape.observing import observing
+    import tape.core.conversions as conversions
+    from tape.core.observing import observing
 
     thresholds = gc.get_threshold()
     asarray = np.asarray

@@ -290,7 +290,7 @@ def test_records_on_a_tape_as_the_numpy_calls_inside():
 
 def test_scipys_own_distributions_compute_the_counterpart_inside_grad():
     # spelled through SciPy's distribution object, the method meets the node and computes
-    # tape's counterpart (tape.conversions); a frozen distribution too
+    # tape's counterpart (tape.core.conversions); a frozen distribution too
     assert grad(lambda x: sps.norm.logpdf(x))(0.5)[0] == pytest.approx(-0.5)
     assert grad(lambda x: sps.norm(1.0, 2.0).logpdf(x))(0.5)[0] == pytest.approx(0.125)
     assert grad(lambda mu: sps.poisson.pmf(2, mu))(0.5)[0] == pytest.approx(

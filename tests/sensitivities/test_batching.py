@@ -52,7 +52,7 @@ def test_registering_a_rule():
 
 
 from tape import Tape  # noqa: E402
-from tape.batching import batch_in, batch_out, batch_sum, broadcast  # noqa: E402
+from tape.transforms.vmap import batch_in, batch_out, batch_sum, broadcast  # noqa: E402
 from tests.sensitivities.cases import Case, rule_test  # noqa: E402
 from tests.strategies import arrays  # noqa: E402
 

@@ -275,7 +275,7 @@ def test_logsumexp_does_not_overflow():
 
 def test_scipys_own_python_functions_compute_the_counterparts_on_nodes():
     # inside grad, SciPy's own function spelled through its module meets the node and
-    # computes the counterpart (tape.conversions); with that off, SciPy still converts
+    # computes the counterpart (tape.core.conversions); with that off, SciPy still converts
     # to ndarrays, and the error names the counterpart
     (g,) = grad(lambda x: special.logsumexp(x))(np.zeros(4))
     np.testing.assert_allclose(g, np.full(4, 0.25))

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from tape.functional import tree_flatten, tree_unflatten
+from tape.transforms.grad import tree_flatten, tree_unflatten
 from tests.sensitivities.test_coverage import all_cases
 
 CASES = all_cases()

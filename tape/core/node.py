@@ -1,0 +1,814 @@
+"""The node's operator surface: a recorded value that behaves like its value.
+
+Every operator, ndarray method and attribute of ``Node`` is the NumPy function it means,
+handed to ``recording.apply``; NumPy's protocols (``__array_ufunc__``,
+``__array_function__``) bring plain ``np.*`` calls to the same place. Nothing here
+decides anything about the tape: that is recording's business.
+"""
+
+from __future__ import annotations
+
+import dis
+import operator
+import sys
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from sensitivities import astype, registry
+from sensitivities.counterparts import scipy_caller, sparse_operator
+from sensitivities.registry import foreign_handler
+
+from . import array_api
+from .conversions import is_converting
+from .duck_arrays import is_duck_array
+from .errors import (
+    BUFFER,
+    CANNOT_PICKLE,
+    COMPILED_SWAP,
+    MASKED_CONVERSION,
+    TO_ARRAY,
+    TO_NUMBER,
+    NodeConversionError,
+    converted_in_library,
+    in_place,
+    scipy_conversion,
+    stores_into_array,
+)
+from .inplace import augmented, set_item
+from .outputs import ufunc_out
+from .recording import Record, apply, innermost_tape, plain, record_primitive
+
+__all__ = ["Node"]
+
+
+def _recorded_method(f: Callable) -> Callable:
+    """The ndarray method ``x.name(*args, **kwargs)``, recorded as ``f(x, *args, **kwargs)``."""
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return apply(f, (self, *args), kwargs)
+
+    method.__name__ = f.__name__
+    return method
+
+
+def _in_place(name: str, instead: str) -> Callable:
+    def method(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(in_place(name, instead))
+
+    method.__name__ = name
+    return method
+
+
+class Node(Record):
+    """A recorded value, the base of ``Leaf`` and ``Branch``. It behaves like the value:
+    arithmetic, ``@``, indexing, ``.shape``, and every NumPy function, each recorded on
+    the node's tape.
+    Comparisons return plain results, so that Python control flow works.
+
+    >>> import numpy as np
+    >>> from tape import Tape, Leaf
+    >>> x = Leaf(Tape(), np.array([1.0, -2.0]))
+    >>> y = 2 * x[::-1] @ x.T
+    >>> y
+    Branch{float64} -8.0 f=matmul
+    >>> bool(x[0] > 0)  # comparisons give plain results, for if and while
+    True
+    """
+
+    __slots__ = ()
+    __array_priority__ = 1000.0  # NumPy defers binary operators to us
+    __hash__ = object.__hash__  # __eq__ is elementwise, identity still hashes
+
+    value: Any
+    tape: Any
+    pos: int
+    seal: list | None  # fingerprints of the mutable arrays the reverse pass will read
+
+    # -- NumPy's protocols -------------------------------------------------------------
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method == "__call__" and not kwargs:
+            return apply(ufunc, inputs)  # np.sin(x): the common call, first
+        if kwargs.get("out") is not None and method != "at":
+            call = ufunc if method == "__call__" else getattr(ufunc, method)
+            return ufunc_out(call, inputs, kwargs, method == "__call__")
+        if method == "__call__":
+            return apply(ufunc, inputs, kwargs)
+        if method == "at":
+            raise TypeError(
+                f"np.{ufunc.__name__}.at updates an array in place, which the tape cannot "
+                "record; use the functional update tape.at(x)[index].add(v) (or .multiply, "
+                ".set), or build a new array (np.where, np.concatenate, np.stack)"
+            )
+        bound = getattr(ufunc, method)
+        rules = registry.lookup(ufunc)
+        if registry.lookup(bound) is None and rules is not None and rules.nondiff:
+            return plain(bound, inputs, kwargs)
+        return apply(bound, inputs, kwargs)
+
+    def __array_function__(self, func: Callable, types: Any, args: tuple, kwargs: dict) -> Any:
+        return apply(func, args, kwargs)
+
+    # a primitive (sensitivities.registry.primitive) hands a call that meets a node here
+    __record_call__ = staticmethod(record_primitive)
+
+    def __array_namespace__(self, api_version: str | None = None) -> Any:
+        """The array API namespace of nodes (``tape.core.array_api``): NumPy's, with an
+        ``asarray`` that keeps a node a node."""
+        return array_api
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    def to_device(self, device: Any, /, stream: Any = None) -> Any:
+        if device != "cpu":
+            raise ValueError(f"a node lives where NumPy's arrays do, on 'cpu', not {device!r}")
+        return self
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        caller = sys._getframe(1)
+        if sparse_operator(caller):
+            held = np.empty((), dtype=object)  # SciPy then returns NotImplemented, and
+            held[()] = self  # Python calls this node's reflected operator
+            return held
+        counterpart = scipy_caller(caller)
+        if counterpart:
+            raise NodeConversionError(scipy_conversion(*counterpart))
+        if caller.f_globals.get("__name__", "").startswith("numpy.ma"):
+            raise NodeConversionError(MASKED_CONVERSION)  # masked * node: np.ma converts
+        site = converted_in_library(caller, is_converting())
+        if site:
+            raise NodeConversionError(site)
+        raise NodeConversionError(BUFFER if stores_into_array(caller) else TO_ARRAY)
+
+    def __float__(self) -> float:
+        caller = sys._getframe(1)
+        counterpart = scipy_caller(caller)  # a SciPy solver's float(fun(x)), say
+        if counterpart:
+            raise NodeConversionError(scipy_conversion(*counterpart))
+        site = converted_in_library(caller, is_converting(), "a number")
+        if site:
+            raise NodeConversionError(site)
+        raise NodeConversionError(BUFFER if stores_into_array(caller) else TO_NUMBER)
+
+    __int__ = __complex__ = __index__ = __float__
+
+    def __bool__(self) -> bool:
+        return plain(bool, (self,))
+
+    # -- copies: np.copy, recorded; a node never leaves its process ----------------------
+
+    def __copy__(self) -> Any:
+        """``copy.copy(x)`` is ``np.copy(x)``: a new node, with the gradient flowing back
+        to ``x``, that later writes to either leave the other alone. A node holding a
+        float or a NumPy scalar is immutable, and is its own copy."""
+        if isinstance(registry.value_of(self), np.ndarray) or is_duck_array(self.value):
+            return apply(np.copy, (self,))
+        return self
+
+    def __deepcopy__(self, memo: dict) -> Any:
+        # copy.deepcopy keeps the memo: a node met twice in a structure is copied once
+        return self.__copy__()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError(CANNOT_PICKLE)
+
+    def __reduce__(self) -> Any:
+        raise TypeError(CANNOT_PICKLE)
+
+    def __getstate__(self) -> Any:  # copyreg's own reduction for protocols 0 and 1
+        raise TypeError(CANNOT_PICKLE)
+
+    # -- printing: the value, as NumPy shows it (repr shows the record) -------------------
+
+    def __str__(self) -> str:
+        return str(registry.value_of(self))
+
+    def __format__(self, spec: str) -> str:
+        return format(registry.value_of(self), spec)
+
+    def __round__(self, ndigits: int | None = None) -> Any:
+        # rounding is piecewise constant: a plain result, as a comparison is
+        return plain(round, (self,)) if ndigits is None else plain(round, (self, ndigits))
+
+    # -- arithmetic, each recorded as the NumPy ufunc it means ----------------------------
+
+    def __add__(self, other: Any) -> Any:
+        return apply(np.add, (self, other))
+
+    def __radd__(self, other: Any) -> Any:
+        return apply(np.add, (other, self))
+
+    def __sub__(self, other: Any) -> Any:
+        return apply(np.subtract, (self, other))
+
+    def __rsub__(self, other: Any) -> Any:
+        return apply(np.subtract, (other, self))
+
+    def __mul__(self, other: Any) -> Any:
+        if type(other) not in _KNOWN and (handler := _foreign(np.multiply, other)):
+            return handler(self, other)
+        return apply(np.multiply, (self, other))
+
+    def __rmul__(self, other: Any) -> Any:
+        if type(other) not in _KNOWN and (handler := _foreign(np.multiply, other)):
+            return handler(other, self)
+        return apply(np.multiply, (other, self))
+
+    def __truediv__(self, other: Any) -> Any:
+        return apply(np.true_divide, (self, other))
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return apply(np.true_divide, (other, self))
+
+    def __floordiv__(self, other: Any) -> Any:
+        return apply(np.floor_divide, (self, other))
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return apply(np.floor_divide, (other, self))
+
+    def __mod__(self, other: Any) -> Any:
+        return apply(np.remainder, (self, other))
+
+    def __rmod__(self, other: Any) -> Any:
+        return apply(np.remainder, (other, self))
+
+    def __pow__(self, other: Any) -> Any:
+        return apply(np.power, (self, other))
+
+    def __rpow__(self, other: Any) -> Any:
+        return apply(np.power, (other, self))
+
+    def __matmul__(self, other: Any) -> Any:
+        if type(other) not in _KNOWN and (handler := _foreign(np.matmul, other)):
+            return handler(self, other)
+        return apply(np.matmul, (self, other))
+
+    def __rmatmul__(self, other: Any) -> Any:
+        if type(other) not in _KNOWN and (handler := _foreign(np.matmul, other)):
+            return handler(other, self)  # SciPy's sparse S @ x arrives here
+        return apply(np.matmul, (other, self))
+
+    def __divmod__(self, other: Any) -> tuple:
+        # np.divmod(x, y) is (x // y, x % y), as NumPy documents it
+        return apply(np.floor_divide, (self, other)), apply(np.remainder, (self, other))
+
+    def __rdivmod__(self, other: Any) -> tuple:
+        return apply(np.floor_divide, (other, self)), apply(np.remainder, (other, self))
+
+    # bitwise operators: NumPy's ufuncs, which have no gradient (and refuse floats)
+    def __and__(self, other: Any) -> Any:
+        return apply(np.bitwise_and, (self, other))
+
+    def __rand__(self, other: Any) -> Any:
+        return apply(np.bitwise_and, (other, self))
+
+    def __or__(self, other: Any) -> Any:
+        return apply(np.bitwise_or, (self, other))
+
+    def __ror__(self, other: Any) -> Any:
+        return apply(np.bitwise_or, (other, self))
+
+    def __xor__(self, other: Any) -> Any:
+        return apply(np.bitwise_xor, (self, other))
+
+    def __rxor__(self, other: Any) -> Any:
+        return apply(np.bitwise_xor, (other, self))
+
+    def __lshift__(self, other: Any) -> Any:
+        return apply(np.left_shift, (self, other))
+
+    def __rlshift__(self, other: Any) -> Any:
+        return apply(np.left_shift, (other, self))
+
+    def __rshift__(self, other: Any) -> Any:
+        return apply(np.right_shift, (self, other))
+
+    def __rrshift__(self, other: Any) -> Any:
+        return apply(np.right_shift, (other, self))
+
+    def __invert__(self) -> Any:
+        return apply(np.invert, (self,))
+
+    # -- augmented assignments write the node in place, as on an ndarray (tape.core.inplace);
+    # a node holding a float or a NumPy scalar is rebound, as those are immutable
+
+    def __iadd__(self, other: Any) -> Any:
+        return augmented(self, np.add, other)
+
+    def __isub__(self, other: Any) -> Any:
+        return augmented(self, np.subtract, other)
+
+    def __imul__(self, other: Any) -> Any:
+        return augmented(self, np.multiply, other)
+
+    def __itruediv__(self, other: Any) -> Any:
+        return augmented(self, np.true_divide, other)
+
+    def __ifloordiv__(self, other: Any) -> Any:
+        return augmented(self, np.floor_divide, other)
+
+    def __imod__(self, other: Any) -> Any:
+        return augmented(self, np.remainder, other)
+
+    def __ipow__(self, other: Any) -> Any:
+        return augmented(self, np.power, other)
+
+    def __imatmul__(self, other: Any) -> Any:
+        return augmented(self, np.matmul, other)
+
+    def __iand__(self, other: Any) -> Any:
+        return augmented(self, np.bitwise_and, other)
+
+    def __ior__(self, other: Any) -> Any:
+        return augmented(self, np.bitwise_or, other)
+
+    def __ixor__(self, other: Any) -> Any:
+        return augmented(self, np.bitwise_xor, other)
+
+    def __ilshift__(self, other: Any) -> Any:
+        return augmented(self, np.left_shift, other)
+
+    def __irshift__(self, other: Any) -> Any:
+        return augmented(self, np.right_shift, other)
+
+    def __neg__(self) -> Any:
+        return apply(np.negative, (self,))
+
+    def __pos__(self) -> Any:
+        return apply(np.positive, (self,))
+
+    def __abs__(self) -> Any:
+        return apply(np.absolute, (self,))
+
+    # -- comparisons give plain results -----------------------------------------------
+
+    def __lt__(self, other: Any) -> Any:
+        return apply(np.less, (self, other))
+
+    def __le__(self, other: Any) -> Any:
+        return apply(np.less_equal, (self, other))
+
+    def __gt__(self, other: Any) -> Any:
+        return apply(np.greater, (self, other))
+
+    def __ge__(self, other: Any) -> Any:
+        return apply(np.greater_equal, (self, other))
+
+    def __eq__(self, other: Any) -> Any:
+        return apply(np.equal, (self, other))
+
+    def __ne__(self, other: Any) -> Any:
+        return apply(np.not_equal, (self, other))
+
+    # -- indexing and the array attributes ---------------------------------------------
+
+    def __getitem__(self, index: Any) -> Any:
+        return apply(operator.getitem, (self, index))
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """``x[index] = v``, as NumPy does it: every name bound to ``x``, and every view
+        of it, sees the new value; the gradient is that of the updated program, with
+        respect to ``v`` and to the value ``x`` had before (see ``tape.core.inplace``). ``v``
+        is cast to ``x``'s dtype and must broadcast to ``x[index]``, with NumPy's errors.
+        A node holding a Python float or a NumPy scalar has no items, as in NumPy."""
+        alias = getattr(value, "alias", None)
+        if alias is not None and alias.root is not None and alias.root is _root(self):
+            if _called_from_compiled_code(sys._getframe(1)):
+                raise TypeError(COMPILED_SWAP)
+        set_item(self, index, value)
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    def __iter__(self) -> Iterator[Any]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __contains__(self, item: Any) -> bool:
+        # NumPy's meaning, (x == item).any(): a plain answer, as comparisons give
+        return bool(plain(operator.contains, (self, item)))
+
+    @property
+    def shape(self) -> tuple:
+        return np.shape(self.value)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+    @property
+    def dtype(self) -> np.dtype:
+        value = registry.value_of(self)
+        return getattr(value, "dtype", None) or np.result_type(value)
+
+    @shape.setter
+    def shape(self, shape: Any) -> None:
+        raise TypeError(
+            "x.shape = ... reshapes an array in place, which a node cannot do (its shape is "
+            "that of its record); write x = x.reshape(shape)"
+        )
+
+    @dtype.setter
+    def dtype(self, dtype: Any) -> None:
+        raise TypeError(
+            "x.dtype = ... reinterprets an array's bytes in place, which has no gradient; "
+            "use x.astype(dtype) to convert the values"
+        )
+
+    @property
+    def T(self) -> Any:
+        return apply(np.transpose, (self,))
+
+    @property
+    def real(self) -> Any:
+        return apply(np.real, (self,))
+
+    @property
+    def imag(self) -> Any:
+        return apply(np.imag, (self,))
+
+    @real.setter
+    def real(self, v: Any) -> None:
+        raise TypeError(
+            "x.real = v writes part of a complex array in place; write x = v + 1j * x.imag"
+        )
+
+    @imag.setter
+    def imag(self, v: Any) -> None:
+        raise TypeError(
+            "x.imag = v writes part of a complex array in place; write x = x.real + 1j * v"
+        )
+
+    # -- the ndarray methods people call, recorded as the NumPy functions ---------------
+
+    sum = _recorded_method(np.sum)
+    mean = _recorded_method(np.mean)
+    max = _recorded_method(np.max)
+    min = _recorded_method(np.min)
+    prod = _recorded_method(np.prod)
+    var = _recorded_method(np.var)
+    std = _recorded_method(np.std)
+    cumsum = _recorded_method(np.cumsum)
+    cumprod = _recorded_method(np.cumprod)
+    argmax = _recorded_method(np.argmax)
+    argmin = _recorded_method(np.argmin)
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = shape[0]
+        return apply(np.reshape, (self, shape), kwargs)
+
+    def transpose(self, *axes: Any) -> Any:
+        if len(axes) == 1 and not isinstance(axes[0], int):
+            axes = axes[0]
+        return apply(np.transpose, (self, axes or None))
+
+    def dot(self, other: Any, *args: Any, **kwargs: Any) -> Any:
+        return apply(np.dot, (self, other, *args), kwargs)
+
+    ravel = _recorded_method(np.ravel)
+
+    def flatten(self, order: str = "C") -> Any:
+        # a copy, as ndarray's: np.ravel alone may give a view, which writes would share
+        flat = (
+            apply(np.ravel, (self,), {"order": order}) if order != "C" else apply(np.ravel, (self,))
+        )
+        return apply(np.copy, (flat,))
+
+    squeeze = _recorded_method(np.squeeze)
+
+    def swapaxes(self, axis1: Any, axis2: Any) -> Any:
+        return apply(np.swapaxes, (self, axis1, axis2))
+
+    def astype(
+        self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
+        copy: bool = True,
+    ) -> Any:  # fmt: skip
+        """``x.astype(dtype, order, casting, subok, copy)``, as ndarray's: NumPy's errors for
+        a cast ``casting`` forbids; ``x`` itself for ``copy=False`` where no cast or new
+        layout is needed; the memory order ``order`` asks for."""
+        value = registry.value_of(self)
+        source = self.dtype
+        # NumPy's own errors, for the casting rule, the order and the dtype
+        np.empty(0, source).astype(dtype, order=order, casting=casting, subok=subok, copy=copy)
+        target = np.dtype(dtype)
+        layout = _layout(value, order)
+        if not copy and target == source and (layout is None or _has_layout(value, layout)):
+            return self
+        result = apply(astype, (self, dtype))
+        if layout is not None and not _has_layout(registry.value_of(result), layout):
+            result = np.copy(result, order=layout)
+        return result
+
+    clip = _recorded_method(np.clip)
+    argpartition = _recorded_method(np.argpartition)
+
+    def choose(self, choices: Any, *args: Any, **kwargs: Any) -> Any:
+        return apply(np.choose, (self, choices, *args), kwargs)
+
+    def view(self, *args: Any, **kwargs: Any) -> Any:
+        """``x.view()``: a node that is a view of ``x`` (writes to either show in the
+        other, as NumPy's); a view as another dtype reinterprets bytes and is refused."""
+        dtype = kwargs.pop("dtype", args[0] if args else None)
+        kind = kwargs.pop("type", args[1] if len(args) > 1 else None)
+        if isinstance(dtype, type) and issubclass(dtype, np.ndarray):
+            dtype, kind = None, dtype
+        if isinstance(kind, type) and issubclass(kind, np.ma.MaskedArray):
+            raise TypeError(MASKED_CONVERSION)  # np.ma.array(node) views it as masked
+        if (
+            (dtype is not None and np.dtype(dtype) != self.dtype)
+            or kwargs
+            or (kind is not None and kind is not np.ndarray)
+        ):
+            raise TypeError(
+                "x.view(dtype) reinterprets an array's bytes, which has no gradient; use "
+                "x.astype(dtype) to convert values, or node.value.view(...) for a constant"
+            )
+        return apply(operator.getitem, (self, ...))
+
+    def conj(self) -> Any:
+        return apply(np.conjugate, (self,))
+
+    conjugate = conj
+
+    diagonal = _recorded_method(np.diagonal)
+    trace = _recorded_method(np.trace)
+    repeat = _recorded_method(np.repeat)
+    take = _recorded_method(np.take)
+
+    def compress(self, condition: Any, axis: Any = None) -> Any:
+        return apply(np.compress, (condition, self), {"axis": axis})
+
+    copy = _recorded_method(np.copy)
+    round = _recorded_method(np.round)
+    all = _recorded_method(np.all)
+    any = _recorded_method(np.any)
+    argsort = _recorded_method(np.argsort)
+
+    def nonzero(self) -> Any:
+        return apply(np.nonzero, (self,))
+
+    searchsorted = _recorded_method(np.searchsorted)
+
+    @property
+    def mT(self) -> Any:
+        return apply(np.matrix_transpose, (self,))
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
+
+    # ndarray methods that change the array in place: writes, as x[...] = v is
+    # (tape.core.inplace): every name and view of x sees them, and the gradient flows
+
+    def sort(self, axis: Any = -1, kind: Any = None, order: Any = None, **kwargs: Any) -> None:
+        keywords = dict(axis=axis, kind=kind, order=order, **kwargs)
+        _probe(self).sort(**keywords)  # NumPy's errors (ndarray.sort takes no axis=None)
+        set_item(self, ..., apply(np.sort, (self,), keywords))
+
+    def partition(
+        self, kth: Any, axis: Any = -1, kind: str = "introselect", order: Any = None
+    ) -> None:
+        keywords = dict(axis=axis, kind=kind, order=order)
+        _probe(self).partition(kth, **keywords)
+        set_item(self, ..., apply(np.partition, (self, kth), keywords))
+
+    def fill(self, value: Any) -> None:
+        probe = np.empty(1, self.dtype)
+        probe.fill(registry.value_of(value))  # NumPy's errors: fill takes one scalar
+        set_item(self, ..., value)
+
+    def put(self, indices: Any, values: Any, mode: str = "raise") -> None:
+        """``x.put(indices, values, mode)``: ``x.flat[indices] = values``, ``values``
+        repeated as needed, indices wrapped or clipped by ``mode``, as NumPy's."""
+        size = self.size
+        probe = np.zeros(size, self.dtype)
+        probe.put(indices, np.zeros(1, self.dtype), mode=mode)  # NumPy's errors
+        flat = np.asarray(indices, dtype=np.intp).reshape(-1)
+        if mode == "wrap":
+            flat = flat % size
+        elif mode == "clip":
+            flat = np.clip(flat, 0, size - 1)
+        else:
+            flat = np.where(flat < 0, flat + size, flat)
+        if flat.size == 0:
+            return
+        values = _as_array(values)
+        repeated = np.ravel(values)[np.arange(flat.size) % np.size(values)]
+        set_item(self, np.unravel_index(flat, self.shape), repeated)
+
+    resize = _in_place("resize", "x = np.resize(x, shape)")
+
+    def item(self, *args: Any) -> Any:
+        counterpart = scipy_caller(sys._getframe(1))  # a SciPy solver's fun(x).item()
+        if counterpart:
+            raise NodeConversionError(scipy_conversion(*counterpart))
+        raise NodeConversionError(
+            "node.item() would return a plain number and lose the gradient; index the "
+            "node instead (x[()] or x[i]), or take node.value for a constant"
+        )
+
+    def tolist(self) -> Any:
+        raise NodeConversionError(
+            "node.tolist() would return plain Python numbers and lose the gradient; iterate "
+            "over the node (list(x), x[i]) to keep it, or take node.value.tolist() for constants"
+        )
+
+    def as_integer_ratio(self) -> Any:
+        # what statistics and fractions ask of a number, to compute with it exactly
+        raise NodeConversionError(
+            "node.as_integer_ratio() (asked by statistics.mean, fractions.Fraction) would "
+            "turn the node into exact plain numbers and lose the gradient; use NumPy's "
+            "reductions instead (np.mean(x), np.median(x), np.var(x)), or node.value"
+        )
+
+    def tobytes(self, *args: Any, **kwargs: Any) -> Any:
+        raise NodeConversionError(_LEAVES % "tobytes()")
+
+    def tofile(self, *args: Any, **kwargs: Any) -> Any:
+        raise NodeConversionError(_LEAVES % "tofile()")
+
+    def dump(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(CANNOT_PICKLE)
+
+    def dumps(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(CANNOT_PICKLE)
+
+    @property
+    def strides(self) -> tuple:
+        """The strides of the value, for code that computes views with ``as_strided``."""
+        return registry.value_of(self).strides
+
+    @property
+    def flat(self) -> Any:
+        """``x.flat``: ``x.flat[i]`` reads elements in C order (a copy, as NumPy's), and
+        ``x.flat[i] = v`` writes them; ``len`` and iteration too."""
+        return _Flat(self)
+
+    @flat.setter
+    def flat(self, value: Any) -> None:
+        _Flat(self)[...] = value  # x.flat = v writes every element, as NumPy's does
+
+
+# the instructions of x[i] = v and (from Python 3.12) x[a:b] = v
+_STORES = frozenset(
+    dis.opmap[name] for name in ("STORE_SUBSCR", "STORE_SLICE") if name in dis.opmap
+)
+
+
+def _root(x: Any) -> Any:
+    """The node whose memory ``x`` shares: ``x`` itself unless it is a view."""
+    alias = x.alias
+    return x if alias is None or alias.root is None else alias.root
+
+
+def _called_from_compiled_code(frame: Any) -> bool:
+    """Whether ``x[i] = v`` was called from NumPy's compiled shuffle (np.random.Generator.
+    shuffle's loop over a sequence): the nearest Python frame is then not at ``x[i] = v``
+    but in a call, on a line that names ``shuffle`` (read on this rare path only: a value
+    that is a view of the node written)."""
+    try:
+        if frame.f_code.co_code[frame.f_lasti] in _STORES:
+            return False
+        line = frame.f_lineno
+        return any(
+            ins.argval == "shuffle"
+            and ins.positions is not None
+            and ins.positions.lineno == line
+            and ins.opname.startswith("LOAD_")
+            for ins in dis.get_instructions(frame.f_code)
+        )
+    except (AttributeError, IndexError):
+        return False
+
+
+_LEAVES = (
+    "node.%s would turn the node's value into plain bytes and lose the gradient; take "
+    "node.value for a constant, outside the differentiated code"
+)
+
+# ndarray's attributes that a node leaves out, as they are about memory and layout
+# (not the protocols NumPy probes, __array_interface__ and the like: found on the class,
+# they would cost every conversion attempt an exception)
+_MEMORY_ATTRIBUTES = ("base", "byteswap", "ctypes", "data", "flags", "getfield", "setfield",
+                      "setflags")  # fmt: skip
+
+
+def _memory_attribute(name: str) -> property:
+    """A property that says why a node has no ``name``: an attribute about an array's
+    memory, which a recorded value does not expose. (A property each, not a
+    ``__getattr__``: that would slow every attribute read of every node threefold, as
+    Python then no longer specialises the reads of ``__slots__``.)"""
+
+    def refuse(self: Node) -> Any:
+        raise AttributeError(
+            f"a node has no .{name}: ndarray.{name} is about an array's memory, which a "
+            f"recorded value does not expose; node.value.{name} is the constant's "
+            "(the gradient does not flow through it)"
+        )
+
+    return property(refuse)
+
+
+for _name in _MEMORY_ATTRIBUTES:
+    setattr(Node, _name, _memory_attribute(_name))
+del _name
+
+
+def _as_array(values: Any) -> Any:
+    """``values`` as NumPy reads a value to write: a list or tuple (of numbers, or of
+    nodes, stacked) becomes one array; a node or an array stays as it is."""
+    if type(values) is not list and type(values) is not tuple:
+        return values
+    if innermost_tape(values) is None:
+        return np.asarray(values)
+    return np.stack([_as_array(v) for v in values])
+
+
+def _probe(node: Any) -> Any:
+    """A plain copy of ``node``'s value, for NumPy to raise its own errors on: an in-place
+    method of a node that NumPy would refuse raises before anything is recorded."""
+    value = registry.value_of(node)
+    return value.copy() if isinstance(value, np.ndarray) else np.asarray(value)
+
+
+def _layout(value: Any, order: str) -> str | None:
+    """The memory order, "C" or "F", that ``astype(order=order)`` gives ``value`` where it
+    may differ from ``value``'s own (None: "K", the value's own, which the cast keeps)."""
+    if order == "K" or np.ndim(value) < 2:
+        return None
+    if order == "A":
+        flags = getattr(value, "flags", None)
+        return "F" if flags is not None and flags.f_contiguous and not flags.c_contiguous else "C"
+    return order
+
+
+def _has_layout(value: Any, layout: str) -> bool:
+    flags = getattr(value, "flags", None)
+    if flags is None:
+        return True  # another library's array: its layout is its own business
+    return bool(flags.c_contiguous if layout == "C" else flags.f_contiguous)
+
+
+class _Flat:
+    """``node.flat``: the elements of a node in C order, by flat position."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+    def __len__(self) -> int:
+        return self.node.size
+
+    def __iter__(self) -> Iterator[Any]:
+        flat = apply(np.ravel, (self.node,))
+        return (flat[i] for i in range(self.node.size))
+
+    def __getitem__(self, index: Any) -> Any:
+        picked = apply(operator.getitem, (apply(np.ravel, (self.node,)), index))
+        # NumPy's flat[...] gives a copy: a view of the node would share its writes
+        is_view = isinstance(registry.value_of(picked), np.ndarray) and np.ndim(picked) > 0
+        return apply(np.copy, (picked,)) if is_view else picked
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        node = self.node
+        value = _as_array(value)
+        positions = np.ravel(np.arange(node.size)[index])
+        count = np.size(registry.value_of(value))
+        if positions.size and count != positions.size:
+            if not count:
+                raise ValueError("flat assignment of an empty sequence")
+            # NumPy repeats (or cuts) the values to the number of positions
+            value = np.ravel(value)[np.arange(positions.size) % count]
+        elif np.ndim(registry.value_of(value)) > 1:
+            value = np.ravel(value)
+        set_item(node, np.unravel_index(positions, node.shape), value)
+
+    def copy(self) -> Any:
+        return apply(np.copy, (apply(np.ravel, (self.node,)),))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self.node.__array__(dtype, copy)
+
+
+# Operands a node's operators take as NumPy does, without asking the registry whether they
+# belong to another library (sparse matrices): the common ones, skipped cheaply.
+_KNOWN = frozenset((float, int, complex, bool, np.float64, np.float32, np.ndarray))
+
+
+def _foreign(f: Any, other: Any) -> Any:
+    """How ``f`` meets ``other`` where it belongs to a library NumPy cannot take (a
+    sparse matrix), registered with ``sensitivities.registry.foreign_operands``; else None."""
+    return None if isinstance(other, Record) else foreign_handler(f, other)

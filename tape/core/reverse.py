@@ -1,0 +1,343 @@
+"""The reverse pass: a reverse tape of adjoints, filled by one loop over the tape."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from sensitivities import registry
+
+from .collector import fewer_collections
+from .display import adjoints_text
+from .duck_arrays import is_duck_array
+from .errors import (
+    bad_seed,
+    check_adjoint,
+    check_reverse_tape,
+    not_summable,
+    note_reverse_failure,
+    rank,
+)
+from .mutation import verify
+from .node import Node
+from .observing import observing
+from .recording import current
+from .records import Branch, Tape
+from .warning_sites import located_warnings
+
+__all__ = ["ReverseTape", "reverse_tape", "propagate", "reverse_pass", "accumulate",
+           "update_in_place", "in_place_rule", "unbroadcast", "unbroadcast_axes"]  # fmt: skip
+
+
+class ReverseTape:
+    """The adjoints of a tape's records, slot for slot; unset slots are ``None``.
+
+    Index it by position or by node: ``rt[x]`` is the adjoint of ``x``.
+
+    >>> import numpy as np
+    >>> from tape import Tape, Leaf, reverse_tape, propagate
+    >>> t = Tape()
+    >>> x = Leaf(t, 3.0)
+    >>> y = x * x
+    >>> rt = propagate(t, reverse_tape(y))
+    >>> rt[x], rt[0], list(rt)
+    (6.0, 6.0, [6.0, 1.0])
+    """
+
+    __slots__ = ("tape", "adjoints", "owned")
+
+    def __init__(self, tape: Tape) -> None:
+        self.tape = tape
+        self.adjoints: list[Any] = [None] * len(tape.records)
+        # owned[p]: adjoints[p] is an ndarray the reverse pass made itself, so it may
+        # add into it in place; never true of an array a rule, another slot or the user holds
+        self.owned: list[bool] = [False] * len(tape.records)
+
+    def __len__(self) -> int:
+        return len(self.adjoints)
+
+    def __getitem__(self, key: Node | int) -> Any:
+        if isinstance(key, Node):
+            if key.tape is not self.tape:
+                raise KeyError("this node is not on the reverse tape's tape")
+            key = key.pos
+        adjoint = self.adjoints[key]
+        # a float64 scalar reads as a Python float, without NumPy 2's np.float64(...)
+        if isinstance(adjoint, (np.float64, np.complex128)):
+            return adjoint.item()
+        return adjoint
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self[i] for i in range(len(self.adjoints)))
+
+    def __repr__(self) -> str:
+        return adjoints_text(self.adjoints)
+
+    def text(self, full: bool = False) -> str:
+        """The slots, one a line, as ``repr`` shows them: the first and last 10 of more
+        than 40, unless ``full``."""
+        return adjoints_text(self.adjoints, full)
+
+
+def reverse_tape(y: Node, ybar: Any = 1.0) -> ReverseTape:
+    """The reverse tape for output ``y``: as long as ``y``'s tape, unset but for ``ybar``
+    at ``y``'s position. ``ybar`` has ``y``'s shape (a float for a scalar ``y``).
+
+    >>> import numpy as np
+    >>> from tape import Tape, Leaf, reverse_tape, propagate
+    >>> t = Tape()
+    >>> x = Leaf(t, 2.0)
+    >>> y = x * x
+    >>> rt = propagate(t, reverse_tape(y, 1.0))
+    >>> rt[x]
+    4.0
+    """
+    if not isinstance(y, Node) or np.shape(ybar) != np.shape(y.value):
+        raise bad_seed(y, ybar)
+    pos = current(y).pos  # a node written in place: its latest version (which may record)
+    rtape = ReverseTape(y.tape)
+    rtape.adjoints[pos] = ybar
+    return rtape
+
+
+def propagate(tape: Tape, rtape: ReverseTape, *, free: bool = False) -> ReverseTape:
+    """The reverse pass: fill ``rtape`` with the adjoint of every record that reaches the
+    seeded output, walking ``tape`` backwards once. Returns ``rtape``.
+
+    With ``free=True`` each Branch's adjoint is dropped as soon as it has been passed on,
+    so that only the Leaves' adjoints remain: the peak memory of the pass is then that of
+    the adjoints still in flight (``grad`` does this).
+
+    >>> import numpy as np
+    >>> from tape import Tape, Leaf, reverse_tape, propagate
+    >>> t = Tape()
+    >>> x = Leaf(t, np.array([1.0, 2.0]))
+    >>> y = np.sum(x ** 3)
+    >>> rt = reverse_tape(y, 1.0)
+    >>> propagate(t, rt) is rt
+    True
+    >>> rt[x]  # 3 x^2
+    array([ 3., 12.])
+    """
+    check_reverse_tape(tape, rtape)
+    with fewer_collections(), located_warnings():
+        return reverse_pass(tape, rtape, free)
+
+
+def reverse_pass(tape: Tape, rtape: ReverseTape, free: bool = False) -> ReverseTape:
+    """``propagate``'s walk itself, for a caller that made ``rtape`` for ``tape`` after
+    recording and slows the collector already (``grad``, around both of its passes)."""
+    observer = observing.get()  # under tape.detect_anomaly(), each Branch's contributions
+    check = None if observer is None else observer.propagated  # are checked as they are made
+    records = tape.records
+    adjoints = rtape.adjoints
+    pos = len(records)
+    now: dict = {}  # the fingerprints taken in this pass: each array's once (tape.core.mutation)
+    try:
+        for pos in range(len(records) - 1, -1, -1):
+            ybar = adjoints[pos]
+            if ybar is None:
+                continue
+            node = records[pos]
+            if node.seal is not None:
+                verify(node, now)
+            if isinstance(node, Branch):
+                _backpropagate(node, ybar, tape, rtape)
+                if check is not None:
+                    check(node, ybar, rtape)
+                if free:
+                    adjoints[pos] = None
+    except Exception as error:
+        note_reverse_failure(error, records, pos)
+        raise
+    return rtape
+
+
+def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> None:
+    """Add the adjoint contributions of one Branch to its arguments' slots."""
+    f = node.f
+    rules = _rules_of(f)
+    args = node.args
+    vals = node.vals
+    y = node.value
+    kwargs = node.kwargs
+    if rules.pre is not None:
+        kwargs = dict(kwargs, pre=rules.pre(y, ybar, *vals, **kwargs))
+    plain = None if rules.update or rules.typed else rules.plain  # the common, fast case
+    adjoints = rtape.adjoints
+    for i in node.node_args:
+        arg = args[i]
+        if isinstance(arg, Node):
+            if plain is not None:
+                # an empty **kwargs still costs a dict on every call: most calls have none
+                xbar = plain[i](y, ybar, *vals, **kwargs) if kwargs else plain[i](y, ybar, *vals)
+                # accumulate's commonest case inline (a first contribution, in shape): a
+                # call fewer on most contributions
+                pos = arg.pos
+                if adjoints[pos] is None and (
+                    (type(xbar) in SHAPED and xbar.shape == getattr(arg.value, "shape", None))
+                    or (type(xbar) in _SCALARS and type(arg.value) in _SCALARS)
+                ):
+                    adjoints[pos] = xbar
+                else:
+                    accumulate(rtape, arg, xbar, f, i, node)
+            else:
+                _contribute(rules, i, arg, node, ybar, kwargs, rtape)
+        else:  # a list or tuple holding nodes of this tape
+            xbars = rules.rule(i, vals)(y, ybar, *vals, **kwargs)
+            for element, xbar in zip(arg, xbars):
+                if tape.owns(element) and xbar is not None:
+                    accumulate(rtape, element, xbar, f, i)
+
+
+_rules_of = registry.lookup
+_ndarray = np.ndarray
+_SCALARS = (float, np.float64)  # shape () for sure: no need to ask np.shape
+# Types whose ``.shape`` is what ``np.shape`` answers, read directly (vmap adds its batches,
+# which would otherwise answer through NumPy's dispatch on every adjoint).
+SHAPED = {np.ndarray}
+
+
+def _contribute(rules, i, arg, record, ybar, kwargs, rtape) -> None:
+    y, vals = record.value, record.vals
+    update = in_place_rule(rules, i, vals, ybar, arg.value)
+    if update is not None:
+        update_in_place(rtape, update, arg, y, ybar, vals, kwargs)
+    else:
+        accumulate(rtape, arg, rules.rule(i, vals)(y, ybar, *vals, **kwargs), rules.f, i, record)
+
+
+def in_place_rule(rules: Any, i: int, vals: tuple, ybar: Any, value: Any) -> Any:
+    """The in-place form of the rule for argument ``i`` that the reverse pass uses here,
+    or None where it uses the plain rule."""
+    if not (rules.update or rules.typed):
+        return None
+    update = rules.update_rule(i, vals)
+    if update is None or rules.rule(i, vals) is None:
+        return update
+    # In-place updates cannot be recorded: with nodes of an outer tape about, the plain
+    # rule; so too for the arrays of other libraries (a Dask array has no np.add.at), and
+    # an adjoint no plain accumulator can hold (a batch of them, under vmap).
+    if isinstance(ybar, Node) or any(isinstance(v, Node) for v in vals) or is_duck_array(value):
+        return None
+    return None if type(ybar) is not _ndarray and is_duck_array(ybar) else update
+
+
+def _complex_into_real(xbar: Any, ybar: Any) -> bool:
+    # a complex adjoint cannot be added into a real array in place: the slot is copied
+    kind = "c" if type(ybar) is complex else getattr(getattr(ybar, "dtype", None), "kind", "")
+    return kind == "c" and xbar.dtype.kind != "c"
+
+
+def update_in_place(rtape, update, arg, y, ybar, vals, kwargs) -> str:
+    """Add into ``arg``'s slot with the in-place form ``update`` of a rule.
+
+    Returns how the accumulator handed to ``update`` was made, for a compiled replay to
+    do the same: ``"zeros"`` (a first contribution), ``"copy"`` (of an adjoint the
+    reverse pass does not own) or ``"owned"`` (the slot's own array, added into).
+    """
+    pos = arg.pos
+    xbar = rtape.adjoints[pos]
+    if xbar is None:
+        xbar, made = np.zeros_like(arg.value, dtype=np.result_type(arg.value, ybar)), "zeros"
+    elif not (rtape.owned[pos] and type(xbar) is np.ndarray) or _complex_into_real(xbar, ybar):
+        xbar, made = np.array(xbar, dtype=np.result_type(xbar, ybar)), "copy"
+    else:
+        made = "owned"
+    rtape.adjoints[pos] = update(xbar, y, ybar, *vals, **kwargs)
+    rtape.owned[pos] = rtape.adjoints[pos] is xbar
+    return made
+
+
+def accumulate(
+    rtape: ReverseTape, arg: Node, xbar: Any, f: Any, argnum: int, record: Any = None
+) -> str:
+    """Add ``xbar``, summed back to ``arg``'s shape, into ``arg``'s slot.
+
+    Only an array the reverse pass made itself is added into in place. Returns what was
+    done, for a compiled replay to do the same: ``"set"`` (a first contribution, kept as
+    it is), ``"add in place"`` or ``"add"`` (into a new array, which the slot then owns).
+    ``record``, the Branch whose rule gave ``xbar`` where known, bounds the axes in front
+    that unbroadcasting may sum away: no more than broadcasting among its value and
+    arguments added.
+    """
+    value = arg.value
+    if not (type(xbar) in _SCALARS and type(value) in _SCALARS):
+        if type(xbar) is not _ndarray:  # a number, a batch, another library's array
+            check_adjoint(xbar, f, argnum)
+        shape = value.shape if type(value) in SHAPED else np.shape(value)
+        if (xbar.shape if type(xbar) in SHAPED else np.shape(xbar)) != shape:
+            xbar = unbroadcast(xbar, shape, f, argnum, record)
+    pos = arg.pos
+    current = rtape.adjoints[pos]
+    if current is None:
+        rtape.adjoints[pos] = xbar
+        return "set"
+    if rtape.owned[pos] and type(xbar) is _ndarray and xbar.dtype == current.dtype:
+        np.add(current, xbar, out=current)
+        return "add in place"
+    total = current + xbar
+    rtape.adjoints[pos] = total
+    rtape.owned[pos] = type(total) is _ndarray
+    return "add"
+
+
+def _beyond_rank(xshape: tuple, record: Any) -> bool:
+    """Whether an adjoint of ``xshape`` has more axes than any value of ``record``'s call
+    (checked on the value first: an adjoint shaped like it is the common case)."""
+    if record is None or len(xshape) <= getattr(record.value, "ndim", 0):
+        return False
+    return len(xshape) > rank(record.value, record.vals)
+
+
+def unbroadcast(
+    xbar: Any, shape: tuple, f: Any = None, argnum: int = 0, record: Any = None
+) -> Any:
+    """Sum ``xbar`` over the axes that broadcasting added or stretched, to get ``shape``.
+
+    Anything else is a rule's mistake, reported as such rather than broadcast silently;
+    given the ``record`` whose rule made ``xbar``, so is an axis in front that
+    broadcasting among its value and arguments could not have added.
+    """
+    xshape = xbar.shape if type(xbar) in SHAPED else np.shape(xbar)
+    extra = len(xshape) - len(shape)
+    if record is not None and extra > 0 and _beyond_rank(xshape, record):
+        raise not_summable(xshape, shape, f, argnum)
+    if type(xbar) is _ndarray and extra >= 0:
+        # the common case, in one reduction over the added axes and those of size 1 in
+        # ``shape``; what comes out in any other shape was not broadcast from ``shape``
+        axes = tuple(range(extra)) + tuple(extra + k for k, n in enumerate(shape) if n == 1)
+        summed = np.add.reduce(xbar, axis=axes, keepdims=True)
+        if summed.shape[extra:] == shape:
+            return summed.reshape(shape)
+        raise not_summable(xshape, shape, f, argnum)
+    axes = unbroadcast_axes(xshape, shape)
+    if axes is None:
+        raise not_summable(xshape, shape, f, argnum)
+    leading, stretched = axes
+    if leading:
+        xbar = np.sum(xbar, axis=leading)
+    if stretched:
+        xbar = np.sum(xbar, axis=stretched, keepdims=True)
+    return xbar
+
+
+def unbroadcast_axes(xshape: tuple, shape: tuple) -> tuple[tuple, tuple] | None:
+    """How an adjoint of shape ``xshape`` sums back to its argument's ``shape``:
+    ``(leading, stretched)``, the axes that broadcasting added in front (summed away) and
+    then those it stretched from size 1 (summed, kept as size 1); None where it cannot.
+
+    >>> unbroadcast_axes((5, 3, 4), (3, 1))
+    ((0,), (1,))
+    """
+    extra = len(xshape) - len(shape)
+    if extra < 0:
+        return None
+    stretched = []
+    for k, (n, m) in enumerate(zip(shape, xshape[extra:])):
+        if n != m:
+            if n != 1 or m != m:  # m != m: nan, a size known only once computed
+                return None
+            stretched.append(k)
+    return tuple(range(extra)), tuple(stretched)

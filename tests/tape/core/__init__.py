@@ -1,0 +1,1 @@
+"""Tests of tape/core/: tape/core/<module>.py in test_<module>.py."""

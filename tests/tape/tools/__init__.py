@@ -1,0 +1,1 @@
+"""Tests of tape/tools/: tape/tools/<module>.py in test_<module>.py."""

@@ -1,0 +1,1 @@
+"""Tests of tape/transforms/: tape/transforms/<module>.py in test_<module>.py."""
