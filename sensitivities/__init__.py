@@ -15,11 +15,11 @@ from . import (  # noqa: F401
 )
 from .batching import batching_rule_of
 from .checkpoint import checkpointed
-from .pushforwards import lift
 from .reductions import broadcast_to, expand_reduced
 from .registry import (
     function_name,
     implementation,
+    lift,
     lookup,
     nondifferentiable,
     preprocess,

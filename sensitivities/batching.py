@@ -40,6 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .reductions import broadcast_to as _strided_broadcast
+from .registry import lift, shifted_axis
 
 __all__ = [
     "advanced_axes_first",
@@ -51,7 +52,6 @@ __all__ = [
     "batching_entry",
     "batching_rule_of",
     "outer_product",
-    "shifted_axis",
 ]
 
 _batching: dict[Any, tuple[Callable, bool]] = {}
@@ -111,57 +111,13 @@ def advanced_axes_first(index: Any) -> int:
     return len(np.broadcast_shapes(*shapes))
 
 
-_SHIFTED: dict = {}  # (axis, ndim) -> the axes of the data: asked on every reduction
-
-
-def shifted_axis(axis: Any, ndim: int) -> Any:
-    """A logical ``axis`` of one example of ``ndim`` axes (an int, a tuple, or None for
-    all of them) as an axis of its batch's data, with NumPy's ``AxisError``.
-
-    >>> shifted_axis(-1, 2), shifted_axis(None, 2), shifted_axis((0, 1), 3)
-    (2, (1, 2), (1, 2))
-    """
-    kind = type(axis)
-    plain = kind is int or kind is tuple or axis is None
-    if plain:
-        shifted = _SHIFTED.get((axis, ndim))
-        if shifted is not None:
-            return shifted
-    if axis is None:
-        shifted = tuple(range(1, ndim + 1))
-    elif isinstance(axis, (tuple, list)):
-        shifted = tuple(_one_axis(a, ndim) for a in axis)
-    else:
-        shifted = _one_axis(axis, ndim)
-    if plain and len(_SHIFTED) < 4096:
-        _SHIFTED[axis, ndim] = shifted
-    return shifted
-
-
-def _one_axis(axis: Any, ndim: int) -> int:
-    axis = int(axis)
-    if not -ndim <= axis < max(ndim, 1):
-        raise np.exceptions.AxisError(axis, ndim)
-    return axis % max(ndim, 1) + 1
-
-
-def _shift(axis: Any, ndim: int) -> Any:
-    """A logical ``axis`` of one example (``ndim`` axes) as an axis of the batch."""
-    if axis is None:
-        return tuple(range(1, ndim + 1))
-    if isinstance(axis, (tuple, list)):
-        return tuple(int(a) % ndim + 1 for a in axis)
-    return int(axis) % ndim + 1
+_shift = shifted_axis  # a logical ``axis`` of one example (``ndim`` axes) as an axis of the batch
 
 
 def _padded(x: Any, rank: int) -> Any:
     """A batched ``x`` with length-1 axes after the batch, up to ``rank`` axes of one
     example, so that it broadcasts against unbatched values as one example would."""
-    missing = rank - (np.ndim(x) - 1)
-    if missing <= 0:
-        return x
-    shape = np.shape(x)
-    return np.reshape(x, shape[:1] + (1,) * missing + shape[1:])
+    return lift(x, rank + 1)
 
 
 def _rank(x: Any, flag: Any) -> int:
@@ -423,7 +379,7 @@ _expand_dims = axes_rule(np.expand_dims, "axis", extra=_added_axes)
 def _(args, batched, **kwargs):
     if len(args) == 2 and not kwargs and batched == (True, False) and type(args[1]) is int:
         data = args[0]  # one new axis: an index with None, a view as NumPy's is
-        return data[(slice(None),) * _one_axis(args[1], np.ndim(data)) + (None,)]
+        return data[(slice(None),) * shifted_axis(args[1], np.ndim(data)) + (None,)]
     return _expand_dims(args, batched, **kwargs)
 
 
@@ -493,7 +449,7 @@ def _joined(f: Callable, stacking: bool) -> Callable:
         bound.arguments["arrays"] = [
             a if flag else _repeated(a, n) for a, flag in zip(arrays, of_arrays)
         ]
-        bound.arguments["axis"] = _one_axis(axis, ndim + 1 if stacking else ndim)
+        bound.arguments["axis"] = shifted_axis(axis, ndim + 1 if stacking else ndim)
         return _call(f, bound)
 
     return rule

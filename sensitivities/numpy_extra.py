@@ -12,11 +12,11 @@ import operator
 
 import numpy as np
 
-from .registry import _is_node, implementation, value_of
+from .registry import implementation, is_node, value_of
 
 
 def _as(x, dtype):
-    return x.astype(dtype) if _is_node(x) else np.asarray(x, dtype=dtype)
+    return x.astype(dtype) if is_node(x) else np.asarray(x, dtype=dtype)
 
 
 @implementation(np.geomspace)

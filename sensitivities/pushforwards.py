@@ -18,29 +18,10 @@ import numpy as np
 
 from .batching import advanced_axes_first
 from .linalg import tensordot_axes
-from .registry import lookup, pushforward
+from .registry import lift, lookup, pushforward, shifted_axis
 from .shape import astype, cast, scatter_add
 
 _NO_VALUE = np._NoValue
-
-
-def lift(t, rank):
-    """Tangent ``t`` (directions first) with length-1 axes after the directions, up to
-    ``rank`` axes: so that it broadcasts like the value it is the tangent of."""
-    missing = rank - np.ndim(t)
-    if missing <= 0:
-        return t
-    shape = np.shape(t)
-    return np.reshape(t, shape[:1] + (1,) * missing + shape[1:])
-
-
-def _shifted(axis, ndim):
-    """Axes of a value as axes of its tangent: None means all of them."""
-    if axis is None:
-        return tuple(range(1, ndim + 1))
-    if isinstance(axis, (tuple, list)):
-        return tuple(a % ndim + 1 for a in axis)
-    return axis % ndim + 1
 
 
 def _keep(keepdims):
@@ -71,14 +52,14 @@ def _(y, xdot, x, axis=None, dtype=None, out=None, keepdims=_NO_VALUE, initial=_
       where=_NO_VALUE):  # fmt: skip
     if where is not _NO_VALUE and where is not True:
         xdot = np.where(where, xdot, 0.0)
-    return np.sum(xdot, axis=_shifted(axis, np.ndim(x)), dtype=dtype, **_keep(keepdims))
+    return np.sum(xdot, axis=shifted_axis(axis, np.ndim(x)), dtype=dtype, **_keep(keepdims))
 
 
 @pushforward(np.add.reduce, 0)
 def _(y, xdot, x, axis=0, dtype=None, out=None, keepdims=False, initial=_NO_VALUE,
       where=True):  # fmt: skip
     return np.sum(np.where(where, xdot, 0.0) if where is not True else xdot,
-                  axis=_shifted(axis, np.ndim(x)), dtype=dtype, keepdims=keepdims)  # fmt: skip
+                  axis=shifted_axis(axis, np.ndim(x)), dtype=dtype, keepdims=keepdims)  # fmt: skip
 
 
 @pushforward(np.mean, 0)
@@ -86,7 +67,7 @@ def _(y, xdot, x, axis=None, dtype=None, out=None, keepdims=_NO_VALUE, *, where=
     kwargs = _keep(keepdims)
     if where is not _NO_VALUE:
         kwargs["where"] = where
-    return np.mean(xdot, axis=_shifted(axis, np.ndim(x)), dtype=dtype, **kwargs)
+    return np.mean(xdot, axis=shifted_axis(axis, np.ndim(x)), dtype=dtype, **kwargs)
 
 
 def _extremum(y, xdot, x, axis=None, out=None, keepdims=_NO_VALUE, initial=_NO_VALUE,
@@ -98,7 +79,7 @@ def _extremum(y, xdot, x, axis=None, out=None, keepdims=_NO_VALUE, initial=_NO_V
     if where is not _NO_VALUE and where is not True:
         hits = hits & where
     share = hits / np.sum(hits, axis=reduced_axes(axis, np.ndim(x)), keepdims=True)
-    return np.sum(xdot * share, axis=_shifted(axis, np.ndim(x)), **_keep(keepdims))
+    return np.sum(xdot * share, axis=shifted_axis(axis, np.ndim(x)), **_keep(keepdims))
 
 
 for _f in (np.max, np.amax, np.min, np.amin):
@@ -109,12 +90,12 @@ for _f in (np.max, np.amax, np.min, np.amin):
 def _(y, xdot, x, axis=None, dtype=None, out=None):
     if axis is None:
         return np.cumsum(np.reshape(xdot, (np.shape(xdot)[0], -1)), axis=1, dtype=dtype)
-    return np.cumsum(xdot, axis=_shifted(axis, np.ndim(x)), dtype=dtype)
+    return np.cumsum(xdot, axis=shifted_axis(axis, np.ndim(x)), dtype=dtype)
 
 
 @pushforward(np.add.accumulate, 0)
 def _(y, xdot, x, axis=0, dtype=None, out=None):
-    return np.cumsum(xdot, axis=_shifted(axis, np.ndim(x)), dtype=dtype)
+    return np.cumsum(xdot, axis=shifted_axis(axis, np.ndim(x)), dtype=dtype)
 
 
 # -- products ------------------------------------------------------------------------------
@@ -269,13 +250,13 @@ def _(y, xdot, a, shift, axis=None):
     if axis is None:  # rolls the flattened array
         flat = np.reshape(xdot, (np.shape(xdot)[0], -1))
         return np.reshape(np.roll(flat, shift, 1), np.shape(xdot))
-    return np.roll(xdot, shift, _shifted(axis, np.ndim(a)))
+    return np.roll(xdot, shift, shifted_axis(axis, np.ndim(a)))
 
 
 @pushforward(np.diagonal, 0)
 def _(y, xdot, a, offset=0, axis1=0, axis2=1):
     n = np.ndim(a)
-    return np.diagonal(xdot, offset, _shifted(axis1, n), _shifted(axis2, n))
+    return np.diagonal(xdot, offset, shifted_axis(axis1, n), shifted_axis(axis2, n))
 
 
 pushforward(np.copy, 0)(lambda y, xdot, x, *args, **kwargs: xdot)
@@ -290,24 +271,24 @@ def _(y, xdot, x, *args, **kwargs):
 @pushforward(np.transpose, 0)
 def _(y, xdot, x, axes=None):
     n = np.ndim(x)
-    order = tuple(range(n, 0, -1)) if axes is None else _shifted(tuple(axes), n)
+    order = tuple(range(n, 0, -1)) if axes is None else shifted_axis(tuple(axes), n)
     return np.transpose(xdot, (0,) + order)
 
 
 @pushforward(np.swapaxes, 0)
 def _(y, xdot, x, axis1, axis2):
-    return np.swapaxes(xdot, _shifted(axis1, np.ndim(x)), _shifted(axis2, np.ndim(x)))
+    return np.swapaxes(xdot, shifted_axis(axis1, np.ndim(x)), shifted_axis(axis2, np.ndim(x)))
 
 
 @pushforward(np.moveaxis, 0)
 def _(y, xdot, x, source, destination):
     n = np.ndim(x)
-    return np.moveaxis(xdot, _shifted(source, n), _shifted(destination, n))
+    return np.moveaxis(xdot, shifted_axis(source, n), shifted_axis(destination, n))
 
 
 @pushforward(np.flip, 0)
 def _(y, xdot, x, axis=None):
-    return np.flip(xdot, _shifted(axis, np.ndim(x)))
+    return np.flip(xdot, shifted_axis(axis, np.ndim(x)))
 
 
 @pushforward(np.triu, 0)

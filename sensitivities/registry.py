@@ -37,11 +37,14 @@ __all__ = [
     "primitive",
     "pushforward",
     "pushforward_of",
+    "lift",
+    "shifted_axis",
     "Rules",
     "RuleReplacedWarning",
     "lookup",
     "value_of",
     "holds_node",
+    "is_node",
     "is_primitive",
     "positional_form",
     "positional_form_of",
@@ -171,13 +174,20 @@ def value_of(x: Any) -> Any:
         return x  # the common constants, without the questions below
     if kind is list or kind is tuple:
         return kind(value_of(a) for a in x)
-    while _is_node(x):
+    while is_node(x):
         x = x.value
     return x
 
 
-def _is_node(v: Any) -> bool:
-    # a record of the engine's tapes, known by what it holds: this package never imports it
+def is_node(v: Any) -> bool:
+    """Whether ``v`` is a node, of any tape (not a list holding one: see ``holds_node``).
+    A record of the engine's tapes is known by what it holds, its ``tape`` and a class
+    that records calls: this package never imports the engine.
+
+    >>> from tape import Tape, Leaf
+    >>> is_node(Leaf(Tape(), 1.0)), is_node(1.0)
+    (True, False)
+    """
     return hasattr(type(v), "__record_call__") and hasattr(v, "tape")
 
 
@@ -189,7 +199,7 @@ def holds_node(x: Any) -> bool:
     """
     if type(x) is list or type(x) is tuple:
         return any(holds_node(a) for a in x)
-    return _is_node(x)
+    return is_node(x)
 
 
 def _value_type(v: Any) -> type:
@@ -527,6 +537,61 @@ def pushforward_of(f: Any, argnum: int) -> Callable | None:
     """The pushforward registered for argument ``argnum`` of ``f``, or None."""
     rules = _pushforwards.get(f)
     return None if rules is None else rules.get(argnum)
+
+
+# -- values with one more axis in front: forward mode's directions, vmap's batch ----------
+
+
+def lift(t: Any, rank: int) -> Any:
+    """``t``, whose first axis is a leading one (directions, or a batch), with length-1
+    axes after it up to ``rank`` axes in all: so that it broadcasts, past its leading
+    axis, like a value of ``rank - 1`` axes.
+
+    >>> import numpy as np
+    >>> lift(np.ones((5, 3)), 4).shape
+    (5, 1, 1, 3)
+    """
+    if type(t) is np.ndarray:  # the common case, without NumPy's dispatch
+        shape = t.shape
+        missing = rank - len(shape)
+        return t if missing <= 0 else t.reshape(shape[:1] + (1,) * missing + shape[1:])
+    shape = np.shape(t)
+    missing = rank - len(shape)
+    return t if missing <= 0 else np.reshape(t, shape[:1] + (1,) * missing + shape[1:])
+
+
+def shifted_axis(axis: Any, ndim: int) -> Any:
+    """A value's ``axis`` (an int, a tuple or list of them, or None: all of them) as the
+    axis of the same value with one more axis in front (directions, or a batch); ``ndim``
+    is the value's own number of axes. An axis out of range raises NumPy's AxisError.
+
+    >>> shifted_axis(-1, 2), shifted_axis(None, 2), shifted_axis((0, 2), 3)
+    (2, (1, 2), (1, 3))
+    """
+    kind = type(axis)
+    if kind is int or kind is tuple or axis is None:  # asked on every reduction: kept
+        shifted = _SHIFTED.get((axis, ndim))
+        if shifted is not None:
+            return shifted
+    if axis is None:
+        shifted = tuple(range(1, ndim + 1))
+    elif isinstance(axis, (tuple, list)):
+        shifted = tuple(_shifted_one(a, ndim) for a in axis)
+    else:
+        shifted = _shifted_one(axis, ndim)
+    if (kind is int or kind is tuple or axis is None) and len(_SHIFTED) < 4096:
+        _SHIFTED[axis, ndim] = shifted
+    return shifted
+
+
+_SHIFTED: dict = {}  # (axis, ndim) -> the shifted axes
+
+
+def _shifted_one(axis: Any, ndim: int) -> int:
+    axis = int(axis)
+    if not -ndim <= axis < max(ndim, 1):
+        raise np.exceptions.AxisError(axis, ndim)
+    return axis % max(ndim, 1) + 1
 
 
 def implementation(f: Any) -> Callable[[Callable], Callable]:

@@ -41,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..linalg import _diagonal, _join, _mT, _real_only, _unpack
-from ..registry import _is_node, preprocess, primitive, pushforward, sensitivity, value_of
+from ..registry import is_node, preprocess, primitive, pushforward, sensitivity, value_of
 
 try:
     import scipy.linalg as _sla
@@ -429,7 +429,7 @@ if _sla is not None:
         diagonal may reorder them: SciPy's result jumps there. On a node, ``sort`` (whose
         ``sdim`` and reordering are not differentiated), ``output='complex'``, complex
         eigenvalues and repeated ones raise; on plain arrays every option is SciPy's."""
-        if not _is_node(a):
+        if not is_node(a):
             return _sla.schur(a, output, lwork, overwrite_a, sort, check_finite)
         if sort is not None:
             raise NotImplementedError("schur with sort= is not differentiable here: call it "

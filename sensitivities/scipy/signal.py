@@ -29,7 +29,7 @@ import importlib.util
 
 import numpy as np
 
-from ..registry import preprocess, primitive, sensitivity
+from ..registry import is_node, preprocess, primitive, sensitivity
 
 # scipy.signal takes a second to import: it is imported at the first call, not with tape
 _HAS_SCIPY = importlib.util.find_spec("scipy") is not None
@@ -39,10 +39,6 @@ def _sp():
     return importlib.import_module("scipy.signal")
 
 __all__ = ["convolve", "correlate", "fftconvolve", "convolve2d", "correlate2d", "lfilter"]
-
-
-def _is_node(v) -> bool:
-    return hasattr(v, "tape") and hasattr(v, "value") and hasattr(v, "pos")
 
 
 if _HAS_SCIPY:
@@ -132,7 +128,7 @@ if _HAS_SCIPY:
         ``a`` and ``x`` (without initial conditions ``zi``: with them SciPy returns the
         final state too, and only plain arrays are taken)."""
         if zi is not None:
-            if any(_is_node(v) for v in (b, a, x, zi)):
+            if any(is_node(v) for v in (b, a, x, zi)):
                 raise NotImplementedError("lfilter is differentiable here without zi")
             return _sp().lfilter(b, a, x, axis=axis, zi=zi)
         return _lfilter(b, a, x, axis)

@@ -38,6 +38,8 @@ import math
 
 import numpy as np
 
+from ..registry import is_node
+
 try:
     from scipy import special as sc
 except ImportError:  # SciPy is optional: the distributions are defined only with it
@@ -57,14 +59,9 @@ _LOG_PI = math.log(math.pi)
 _LOG_2 = math.log(2.0)
 
 
-def _is_node(v) -> bool:
-    # a value recorded on a tape (of any mode): the rules package knows nodes only by shape
-    return hasattr(v, "tape") and hasattr(v, "value") and hasattr(v, "pos")
-
-
 def _constant(v, what: str) -> None:
     """Refuse a node where no derivative exists, rather than drop its gradient."""
-    if _is_node(v):
+    if is_node(v):
         raise TypeError(
             f"{what} has no derivative here (SciPy's special function has none in that "
             "argument); pass a constant there (node.value) or differentiate another method"
@@ -607,7 +604,7 @@ class _FrozenMultivariate(_Frozen):
 
 
 def _plain(v):
-    while _is_node(v):
+    while is_node(v):
         v = v.value
     return np.asarray(v)
 

@@ -7,12 +7,14 @@ from typing import Any
 
 import numpy as np
 
+from sensitivities.registry import is_node
+
 _PREVIEW = dict(threshold=6, edgeitems=2, precision=4, separator=", ", max_line_width=10**6)
 
 
 def dtype_name(value) -> str:
     """``float64`` for a float or ndarray, ``float64[3,4]`` with the shape of an array."""
-    while _is_node(value):
+    while is_node(value):
         value = value.value
     dtype = getattr(value, "dtype", None)
     if dtype is None:
@@ -25,7 +27,7 @@ def dtype_name(value) -> str:
 
 def preview(value) -> str:
     """The value itself for a scalar, a one-line preview for an array."""
-    if _is_node(value):
+    if is_node(value):
         return f"<{type(value).__name__} of tape {value.tape.level} at [{value.pos}]>"
     if isinstance(value, np.ndarray):
         if value.ndim == 0:
@@ -34,10 +36,6 @@ def preview(value) -> str:
     if isinstance(value, np.generic):
         return str(value)  # NumPy 2's repr would add np.float64(...) around it
     return repr(value)
-
-
-def _is_node(value) -> bool:
-    return hasattr(value, "tape") and hasattr(value, "pos")
 
 
 # A tape longer than SUMMARY_THRESHOLD records shows its first and last EDGE_ITEMS, as

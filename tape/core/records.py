@@ -110,6 +110,17 @@ class Tape:
         record.pos = len(self.records)
         self.records.append(record)
 
+    def owns(self, value: Any) -> bool:
+        """Whether ``value`` is a node recorded on this tape: not a plain value, and not
+        a node of another tape (an outer tape's node is a constant here).
+
+        >>> from tape import Tape, Leaf
+        >>> t = Tape()
+        >>> t.owns(Leaf(t, 1.0)), t.owns(Leaf(Tape(), 1.0)), t.owns(1.0)
+        (True, False, False)
+        """
+        return isinstance(value, Node) and value.tape is self
+
     def release(self) -> None:
         """Drop the records, and what each holds of the others: a node that the caller
         keeps afterwards holds its own value only (its call's arguments and their values go,

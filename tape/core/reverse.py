@@ -187,7 +187,7 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
         else:  # a list or tuple holding nodes of this tape
             xbars = rules.rule(i, vals)(y, ybar, *vals, **kwargs)
             for element, xbar in zip(arg, xbars):
-                if isinstance(element, Node) and element.tape is tape and xbar is not None:
+                if tape.owns(element) and xbar is not None:
                     accumulate(rtape, element, xbar, f, i)
 
 

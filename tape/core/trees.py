@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from sensitivities.registry import value_of
+from sensitivities.registry import is_node, value_of
 
 from .gradients import Gradients
 
@@ -244,7 +244,7 @@ def ravel(tree: Any) -> tuple[Any, Callable]:
         parts.append(np.reshape(leaf, (n,)))
     if not parts:
         vector = np.zeros(0, dtype=dtype)
-    elif any(_is_node(p) for p in parts):
+    elif any(is_node(p) for p in parts):
         vector = np.concatenate(parts)  # recorded: the vector is differentiable in the tree
     else:
         vector = np.concatenate([np.asarray(p, dtype=dtype) for p in parts])
@@ -260,7 +260,7 @@ def ravel(tree: Any) -> tuple[Any, Callable]:
                 continue
             a, n, shape, leaf_dtype, kind = span
             piece = np.reshape(v[a : a + n], shape)
-            if _is_node(piece):
+            if is_node(piece):
                 out.append(piece)  # the values keep the vector's dtype, and stay recorded
             elif kind is float:
                 out.append(float(np.real(piece)) if leaf_dtype.kind == "f" else piece)
@@ -279,7 +279,3 @@ def ravel(tree: Any) -> tuple[Any, Callable]:
         return tree_unflatten(treedef, out)
 
     return vector, unravel
-
-
-def _is_node(x: Any) -> bool:
-    return hasattr(type(x), "__record_call__") and hasattr(x, "tape")

@@ -43,10 +43,6 @@ def memory_of(value: Any) -> Any:
     return None if of is None else of(value)
 
 
-def _is_node(a: Any) -> bool:
-    return hasattr(type(a), "__record_call__") and hasattr(a, "tape")
-
-
 class Alias:
     """What a node written in place, or sharing memory with other nodes, knows of it.
 
@@ -156,7 +152,7 @@ def stale(alias: Any) -> bool:
 def written(args: Any) -> bool:
     """Whether ``args`` (or a list or tuple there) holds a node written in place."""
     for a in args:
-        if _is_node(a):
+        if registry.is_node(a):
             if a.alias is not None and stale(a.alias):
                 return True
         elif (type(a) is list or type(a) is tuple) and written(a):
@@ -182,7 +178,7 @@ def note_view(record: Any, args: tuple) -> Any:
     owner = _owner(value)
     for i in record.node_args:
         a = args[i]
-        if not _is_node(a) or a.tape is not record.tape:
+        if not record.tape.owns(a):
             continue
         alias = a.alias
         if alias is not None and type(alias) is not Alias:
@@ -259,7 +255,7 @@ def _value_of_view(view: Any, alias: Alias) -> Any:
         parent = parent.alias.made[0]
     for parent in reversed(stale_parents):
         _ = parent.value
-    vals = [a.value if _is_node(a) and a.tape is view.tape else a for a in args]
+    vals = [a.value if view.tape.owns(a) else a for a in args]
     return f(*vals, **kwargs) if kwargs else f(*vals)
 
 

@@ -9,15 +9,16 @@ import numpy as np
 
 from sensitivities.registry import function_name, value_of
 
-from ..core.conversions import converting
+from ..core.collector import fewer_collections
 from ..core.errors import MissingRuleError, describe
 from ..core.node import Node
 from ..core.recording import current
 from ..core.records import Branch, Tape
-from ..core.reverse import ReverseTape, propagate
+from ..core.reverse import ReverseTape
 from ..core.trees import tree_flatten, tree_map, tree_unflatten
+from ..core.warning_sites import located_warnings
 from ..transforms.derivatives import jvp
-from ..transforms.grad import grad, input_gradients, record_inputs
+from ..transforms.grad import grad, input_gradients, pull_back, trace
 
 __all__ = ["check_grad"]
 
@@ -93,17 +94,10 @@ def _check_prefilled(f, args, nums, u, expected, rng):
     """The reverse pass again, with every input's adjoint already holding a random array
     that the pass owns: the update form of the rules then adds into it in place."""
     tape = Tape()
-    recorded, inputs = record_inputs(f, tape, args, nums)
+    out, inputs = trace(f, tape, args, {}, nums)
     try:
-        with converting():
-            out = f(*recorded)
         outs = [current(o) for o in tree_flatten(out)[0]]  # nodes written in place: latest
         rtape = ReverseTape(tape)
-        for o, w in zip(outs, u):
-            if isinstance(o, Node) and o.tape is tape:
-                pos = o.pos
-                held = rtape.adjoints[pos]
-                rtape.adjoints[pos] = np.asarray(w) if held is None else held + w
         prefills = {}
         for i in nums:
             for node in inputs[i][2]:
@@ -115,7 +109,8 @@ def _check_prefilled(f, args, nums, u, expected, rng):
                 prefills[node.pos] = r.copy()
                 rtape.adjoints[node.pos] = r
                 rtape.owned[node.pos] = True
-        propagate(tape, rtape)
+        with fewer_collections(), located_warnings():
+            pull_back(tape, outs, [np.asarray(w) for w in u], rtape)
         adjoints = [
             None if rtape.adjoints[p] is None else rtape.adjoints[p] - prefills.get(p, 0.0)
             for p in range(len(rtape.adjoints))
@@ -169,8 +164,7 @@ def _blame(f, args, nums, mode, eps, rtol, atol, rng) -> str:
     differs from central differences, as text for the error, or ''."""
     tape = Tape()
     try:
-        recorded, _ = record_inputs(f, tape, args, nums)
-        f(*recorded)
+        trace(f, tape, args, {}, nums)
         for record in list(tape.records):
             if not isinstance(record, Branch):
                 continue

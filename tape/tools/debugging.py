@@ -92,7 +92,7 @@ class _Anomalies(_Sites):
         for i, arg in enumerate(node.args):
             elements = arg if type(arg) in (list, tuple) else (arg,)
             for element in elements:
-                if isinstance(element, Node) and element.tape is tape:
+                if tape.owns(element):
                     adjoint = rtape.adjoints[element.pos]
                     if adjoint is not None and not _finite(adjoint):
                         raise AnomalyError(

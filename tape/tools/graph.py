@@ -198,11 +198,11 @@ def _record(node: Node, tape: Tape, constants: bool, labels: dict) -> list[str]:
     many = len(arguments) > 1
     for i, arg in arguments:
         tag = f' [label="{i}"]' if many else ""
-        if isinstance(arg, Node) and arg.tape is tape:
+        if tape.owns(arg):
             lines.append(f"n{arg.pos} -> n{pos}{tag};")
         elif type(arg) in (list, tuple) and _on_tape(arg, tape):
             for j, element in enumerate(arg):
-                if isinstance(element, Node) and element.tape is tape:
+                if tape.owns(element):
                     lines.append(f'n{element.pos} -> n{pos} [label="{i}[{j}]"];')
         elif constants:
             name = f"c{pos}_{i}"
@@ -223,11 +223,9 @@ def _constant_label(value: Any) -> str:
 
 
 def _on_tape(arg: Any, tape: Tape) -> bool:
-    if isinstance(arg, Node):
-        return arg.tape is tape
     if type(arg) in (list, tuple):
-        return any(isinstance(a, Node) and a.tape is tape for a in arg)
-    return False
+        return any(tape.owns(a) for a in arg)
+    return tape.owns(arg)
 
 
 def _adjoints(tape: Tape, rtape: ReverseTape) -> list[str]:
@@ -246,7 +244,7 @@ def _adjoints(tape: Tape, rtape: ReverseTape) -> list[str]:
             for arg in node.args:
                 elements = arg if type(arg) in (list, tuple) else (arg,)
                 for element in elements:
-                    if isinstance(element, Node) and element.tape is tape:
+                    if tape.owns(element):
                         # drawn argument -> call so that ranks match the tape; the arrow
                         # points back, the way the adjoint flows
                         lines.append(f"r{element.pos} -> r{node.pos} [dir=back];")

@@ -17,8 +17,8 @@ from typing import Any, Callable
 import numpy as np
 
 from sensitivities.batching import advanced_axes_first
-from sensitivities.batching import shifted_axis as _axis
-from sensitivities.registry import function_name
+from sensitivities.registry import function_name, lift
+from sensitivities.registry import shifted_axis as _axis
 
 from ..core.array_surface import ArraySurface
 from ..core.node import Node
@@ -418,12 +418,7 @@ def _holds_batch(values: Any) -> bool:
 def padded(a: Any, rank: int) -> Any:
     """The data of a batched ``a`` with length-1 axes after the batch, up to ``rank``
     axes of one example: so that it broadcasts as ``a`` would, batch first."""
-    data = a.data
-    missing = rank - (data.ndim - 1)
-    if missing <= 0:
-        return data
-    shape = data.shape
-    return data.reshape(shape[:1] + (1,) * missing + shape[1:])
+    return lift(a.data, rank + 1)
 
 
 def batched_anywhere(x: Any, level: int) -> bool:

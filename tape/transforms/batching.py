@@ -40,9 +40,9 @@ from sensitivities.batching import (
     matmul_rule,
     outer_product,
 )
-from sensitivities.batching import shifted_axis as _axis
 from sensitivities.registry import function_name, value_of
 from sensitivities.registry import pushforward as _engine_pushforward
+from sensitivities.registry import shifted_axis as _axis
 
 from ..core.node import Node
 from ..core.observing import observing
@@ -451,7 +451,6 @@ def multiply_data(a: Any, b: Any) -> Any:
     return a * b if product is None else product
 
 
-shifted_axis = _axis  # a logical axis of one example as an axis of its batch's data
 
 
 # The reductions that are a ufunc's reduce on an ndarray, and the keywords they share:
@@ -464,6 +463,7 @@ _UFUNC_REDUCTIONS = {
     np.min: (np.minimum.reduce, {"axis", "keepdims"}),
     np.amin: (np.minimum.reduce, {"axis", "keepdims"}),
 }
+REDUCTIONS = _UFUNC_REDUCTIONS  # compiled replay lowers the same calls the same way
 
 
 def _broadcast_data(a: Any, n: int) -> Any:

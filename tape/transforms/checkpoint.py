@@ -16,14 +16,15 @@ import numpy as np
 from sensitivities import checkpointed
 from sensitivities.registry import value_of
 
-from ..core.conversions import converting
+from ..core.collector import fewer_collections
 from ..core.duck_arrays import is_duck_array
 from ..core.node import Node
-from ..core.recording import current, plain
-from ..core.records import Leaf, Tape
-from ..core.reverse import ReverseTape, propagate
+from ..core.recording import plain
+from ..core.records import Tape
 from ..core.trees import tree_flatten, tree_map, tree_unflatten
+from ..core.warning_sites import located_warnings
 from .forward import push_forward
+from .grad import pull_back, trace
 
 __all__ = ["checkpoint", "stop_gradient"]
 
@@ -72,19 +73,15 @@ class _Rerun:
     @staticmethod
     def pullback(fn: Callable, leaves: tuple, ybar: Any) -> list:
         tape = Tape()
-        nodes = [Leaf(tape, x) if _differentiable(x) else x for x in leaves]
+        nums = tuple(i for i, x in enumerate(leaves) if _differentiable(x))
+        out, inputs = trace(fn, tape, leaves, {}, nums)
         try:
-            with converting():
-                out = fn(*nodes)
-            if not (isinstance(out, Node) and out.tape is tape):
+            with fewer_collections(), located_warnings():
+                adjoints = pull_back(tape, [out], [ybar])
+            if adjoints is None:
                 return [None] * len(leaves)
-            pos = current(out).pos  # a node written in place: its latest version
-            rtape = ReverseTape(tape)
-            rtape.adjoints[pos] = ybar
-            adjoints = propagate(tape, rtape).adjoints
-            return [
-                adjoints[n.pos] if isinstance(n, Node) and n.tape is tape else None for n in nodes
-            ]
+            nodes = [inputs[i][2][0] if i in inputs else None for i in range(len(leaves))]
+            return [None if n is None else adjoints[n.pos] for n in nodes]
         finally:
             tape.records.clear()
 
@@ -93,7 +90,7 @@ class _Rerun:
         k = next(np.shape(t)[0] for t in xdots if t is not None)
         out, tape = push_forward(fn, leaves, {}, xdots, k)
         try:
-            return tape.tangent(out) if isinstance(out, Node) and out.tape is tape else None
+            return tape.tangent(out) if tape.owns(out) else None
         finally:
             tape.records.clear()
             tape.tangents.clear()
@@ -206,7 +203,7 @@ def checkpoint(f: Callable) -> Callable:
         out = checkpointed(_Replayed(fn, generators), tuple(leaves), _Rerun)
         if isinstance(out, Node):
             inner = out.value
-            if isinstance(inner, Node) and inner.tape is out.tape:
+            if out.tape.owns(inner):
                 raise TypeError(
                     f"checkpoint({getattr(f, '__name__', 'f')}) uses a node of the same tape "
                     "that it was not given as an argument (a closure or a global): pass it "

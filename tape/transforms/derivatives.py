@@ -16,12 +16,9 @@ import numpy as np
 from sensitivities.registry import value_of
 
 from ..core.collector import fewer_collections
-from ..core.conversions import converting
 from ..core.duck_arrays import is_duck_array
 from ..core.node import Node
-from ..core.recording import current
 from ..core.records import Leaf, Tape
-from ..core.reverse import ReverseTape, propagate
 from ..core.trees import tree_flatten, tree_leaves_like, tree_map, tree_unflatten
 from ..core.warning_sites import located_warnings
 from .forward import ForwardTape, push_forward
@@ -31,7 +28,8 @@ from .grad import (
     input_gradients,
     normalise_argnums,
     output_value,
-    record_inputs,
+    pull_back,
+    trace,
 )
 from .vmap import BatchingError, vmap
 
@@ -199,11 +197,7 @@ class _Pullback:
                 f"the cotangent has {len(tree_flatten(ybar)[0])} parts but the output has "
                 f"{len(self.outs)}, or another structure: give one of the output's structure"
             )
-        # a node written in place: its latest version (which may record, so before rtape)
-        outs = [current(out) for out in self.outs]
-        rtape = ReverseTape(self.tape)
-        seeded = False
-        for out, yb in zip(outs, ybars):
+        for out, yb in zip(self.outs, ybars):
             if yb is None:  # no cotangent: zero there
                 continue
             if out is None:
@@ -215,26 +209,17 @@ class _Pullback:
                 raise ValueError(
                     f"a cotangent of shape {np.shape(yb)} was given for an output of shape {shape}"
                 )
-            if isinstance(out, Node) and out.tape is self.tape:
-                held = rtape.adjoints[out.pos]
-                if type(yb) is np.ndarray:
-                    yb = yb.copy()  # a rule may hand it on to an input's gradient
-                rtape.adjoints[out.pos] = yb if held is None else held + yb
-                seeded = True
-        adjoint = propagate(self.tape, rtape).adjoints if seeded else None
+        # a rule may hand a cotangent on to an input's gradient: the caller's stays theirs
+        ybars = [yb.copy() if type(yb) is np.ndarray else yb for yb in ybars]
+        with fewer_collections(), located_warnings():
+            adjoint = pull_back(self.tape, self.outs, ybars)
         return tuple(input_gradients(self.inputs, self.nums, adjoint))
 
 
 def _vjp(f, nums, args, kwargs):
     tape = Tape()
-    args, inputs = record_inputs(f, tape, args, nums)
-    try:
-        # records are freed with the pullback
-        with fewer_collections(), located_warnings(), converting():
-            out = f(*args, **kwargs)
-    except BaseException:
-        tape.records.clear()
-        raise
+    with fewer_collections(), located_warnings():  # records are freed with the pullback
+        out, inputs = trace(f, tape, args, kwargs, nums)
     outs, out_def = tree_flatten(out)
     y = tree_unflatten(out_def, [output_value(o, tape) for o in outs])
     return y, _Pullback(tape, outs, out_def, inputs, nums)

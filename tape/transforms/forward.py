@@ -95,9 +95,9 @@ class ForwardTape(Tape):
     def tangent(self, node: Any) -> Any:
         """The tangent of ``node``, shape ``(directions,) + shape``; zeros for a constant."""
         node = current(node)  # a node written in place: its latest version
-        t = self.tangents.get(node.pos) if isinstance(node, Node) and node.tape is self else None
+        t = self.tangents.get(node.pos) if self.owns(node) else None
         if t is None:
-            value = node.value if isinstance(node, Node) and node.tape is self else node
+            value = node.value if self.owns(node) else node
             t = np.zeros((self.directions,) + np.shape(value), dtype=_float_type(value))
         return t
 
@@ -140,7 +140,7 @@ def _push(tape: ForwardTape, node: Branch) -> Any:
                 continue
         else:  # a list or tuple holding nodes of this tape
             xdot = [
-                tangents.get(b.pos) if isinstance(b, Node) and b.tape is tape else None for b in a
+                tangents.get(b.pos) if tape.owns(b) else None for b in a
             ]
             if all(t is None for t in xdot):
                 continue

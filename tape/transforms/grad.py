@@ -16,8 +16,9 @@ from ..core.conversions import converting
 from ..core.duck_arrays import is_duck_array
 from ..core.gradients import Gradients
 from ..core.node import Node
+from ..core.recording import current
 from ..core.records import Leaf, Tape
-from ..core.reverse import reverse_pass, reverse_tape
+from ..core.reverse import ReverseTape, reverse_pass
 from ..core.trees import tree_flatten, tree_unflatten
 from ..core.warning_sites import located_warnings
 
@@ -29,6 +30,8 @@ __all__ = [
     "check_input",
     "check_output",
     "record_inputs",
+    "trace",
+    "pull_back",
     "input_gradients",
     "as_input_type",
     "zeros_like_input",
@@ -272,6 +275,57 @@ def record_inputs(f: Callable, tape: Tape, args: tuple, nums: tuple) -> tuple[li
     return args, inputs
 
 
+def trace(f: Callable, tape: Tape, args: tuple, kwargs: dict, nums: tuple) -> tuple[Any, dict]:
+    """Record ``f(*args, **kwargs)`` on ``tape``, a fresh one: the leaves of ``args[i]``
+    (i in ``nums``) first, as its inputs (``record_inputs``), then ``f``'s calls, with
+    library conversions followed. Returns ``f``'s output and the inputs; where ``f``
+    raises, the tape is released first, so that no record outlives the error.
+
+    >>> import numpy as np
+    >>> t = Tape()
+    >>> out, inputs = trace(lambda x, c: np.sin(x) * c, t, (0.0, 2.0), {}, (0,))
+    >>> len(t), t.owns(out), t.owns(inputs[0][2][0])
+    (3, True, True)
+    """
+    try:
+        args, inputs = record_inputs(f, tape, args, nums)
+        with converting():
+            return f(*args, **kwargs), inputs
+    except BaseException:
+        tape.release()
+        raise
+
+
+def pull_back(
+    tape: Tape, outs: Sequence, cotangents: Sequence, rtape: Any = None, free: bool = False
+) -> list | None:
+    """The reverse pass of ``tape`` from cotangents of its outputs: each of ``outs`` that
+    is a node of ``tape`` gets its cotangent added into its slot, at its latest version
+    (a node written in place); another output, or a None cotangent, adds nothing. The
+    adjoints, slot for slot, or None where nothing was seeded (every input's gradient is
+    then zero). ``rtape``: a reverse tape made for ``tape`` after recording, whose slots
+    may hold adjoints already; ``free``: as for ``propagate``. The caller slows the
+    collector and locates warnings (``fewer_collections``, ``located_warnings``), as
+    ``grad`` does once around both passes.
+
+    >>> t = Tape()
+    >>> out, inputs = trace(lambda x: x * x, t, (3.0,), {}, (0,))
+    >>> pull_back(t, [out], [1.0])[inputs[0][2][0].pos]
+    6.0
+    """
+    outs = [current(out) for out in outs]  # may record: before the reverse tape is made
+    if rtape is None:
+        rtape = ReverseTape(tape)
+    adjoints = rtape.adjoints
+    seeded = False
+    for out, ybar in zip(outs, cotangents):
+        if ybar is not None and tape.owns(out):
+            held = adjoints[out.pos]
+            adjoints[out.pos] = ybar if held is None else held + ybar
+            seeded = True
+    return reverse_pass(tape, rtape, free).adjoints if seeded else None
+
+
 def input_gradients(inputs: dict, nums: tuple, adjoint: Any) -> list:
     """One gradient per entry of ``nums``, read off the adjoints (None: all zeros); a
     None leaf's gradient is None."""
@@ -318,7 +372,7 @@ def output_value(out: Any, tape: Tape) -> Any:
     """The plain value of an output ``out`` of the differentiated function: a node of
     ``tape`` gives its value, as NumPy would have returned it, writeable (a copy of an
     array the tape froze, which its records still read); anything else as it is."""
-    if isinstance(out, Node) and out.tape is tape:
+    if tape.owns(out):
         out = out.value
         if type(out) is np.ndarray and not out.flags.writeable:
             return out.copy()
@@ -335,13 +389,11 @@ def _forward_and_reverse(
             f"{who} needs at least one argument to differentiate {fname} with respect to"
         )
     tape = Tape()
-    args, inputs = record_inputs(f, tape, args, nums)
     # The collector keeps its slower pace until the records are freed by clearing the tape:
     # back at its usual pace with the records still alive, it would scan them all at once.
     with fewer_collections(), located_warnings():
         try:
-            with converting():
-                out = f(*args, **kwargs)
+            out, inputs = trace(f, tape, args, kwargs, nums)
             value, grads, aux = _reverse(out, tape, inputs, nums, fname, who, has_aux)
         finally:
             tape.release()  # memory back at once; a node the caller keeps holds its value only
@@ -354,17 +406,13 @@ def _reverse(out, tape, inputs, nums, fname, who, has_aux):
     aux = None
     if has_aux:
         out, aux = split_aux(out, tape, fname, who)
-    value = out.value if isinstance(out, Node) and out.tape is tape else out
+    value = out.value if tape.owns(out) else out
     check_output(value, fname, who)
-    if isinstance(out, Node) and out.tape is tape:
-        # a Dask or CuPy output is seeded in its own library, so that no rule broadcasts
-        # a NumPy 1.0 to a data set's shape (Dask would ship it whole); so is an output
-        # of one element and some shape, taken as a scalar
-        scalar = np.shape(value) == () and not is_duck_array(value)
-        seed = 1.0 if scalar else np.ones_like(value)
-        adjoint = reverse_pass(tape, reverse_tape(out, seed), free=True).adjoints
-    else:
-        adjoint = None
+    # a Dask or CuPy output is seeded in its own library, so that no rule broadcasts a
+    # NumPy 1.0 to a data set's shape (Dask would ship it whole); so is an output of one
+    # element and some shape, taken as a scalar
+    seed = 1.0 if np.shape(value) == () and not is_duck_array(value) else np.ones_like(value)
+    adjoint = pull_back(tape, [out], [seed], free=True)
     return value, input_gradients(inputs, nums, adjoint), aux
 
 

@@ -95,7 +95,7 @@ class _Broadcaster:
             else:
                 elements = list(a)
                 for j, b in enumerate(elements):
-                    if isinstance(b, Node) and b.tape is tape and not _batched_at(b, self.level):
+                    if tape.owns(b) and not _batched_at(b, self.level):
                         elements[j] = broadcast(b, self.level, self.size)
                         changed = True
                 args[i] = type(a)(elements)

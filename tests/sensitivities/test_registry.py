@@ -175,3 +175,32 @@ def test_importing_tape_does_not_import_scipy_and_its_rules_come_when_it_is():
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3])
+def test_shifted_axis_names_the_same_axis_past_a_leading_one(ndim):
+    from sensitivities.registry import shifted_axis
+
+    x = np.arange(float(2 * 3 ** ndim)).reshape((2,) + (3,) * ndim)  # a leading axis of 2
+    for axis in [*range(-ndim, ndim), None, tuple(range(ndim)), (-1,)]:
+        want = np.stack([np.sum(example, axis=axis) for example in x])
+        for _ in range(2):  # computed, then kept
+            assert np.array_equal(np.sum(x, axis=shifted_axis(axis, ndim)), want)
+    assert shifted_axis([0, -1], ndim) == (1, ndim)  # a list, as a tuple
+    with pytest.raises(np.exceptions.AxisError):
+        shifted_axis(ndim, ndim)
+    with pytest.raises(np.exceptions.AxisError):
+        shifted_axis(-ndim - 1, ndim)
+
+
+def test_lift_pads_after_the_leading_axis_so_that_it_broadcasts_as_the_value():
+    from sensitivities.registry import lift
+
+    t = np.arange(6.0).reshape(2, 3)  # two directions of a value of shape (3,)
+    other = np.ones((4, 3))  # against which the value broadcasts
+    lifted = lift(t, 3)
+    assert lifted.shape == (2, 1, 3) and np.shares_memory(lifted, t)
+    assert np.array_equal((lifted * other)[1], t[1] * other)
+    assert lift(t, 2) is t and lift(t, 1) is t
+    node = Leaf(Tape(), t)
+    assert lift(node, 3).shape == (2, 1, 3) and node.tape.owns(lift(node, 3))  # recorded

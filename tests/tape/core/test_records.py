@@ -107,3 +107,12 @@ def test_a_tape_cannot_be_pickled_or_deep_copied():
         with pytest.raises(TypeError, match="tape"):
             how(t)
     assert len(t) == 2  # nothing recorded by the attempt
+
+
+def test_owns_only_the_nodes_of_its_own_tape():
+    outer, inner = Tape(), Tape()
+    x = Leaf(outer, np.ones(2))
+    y = Leaf(inner, x)  # a node of the inner tape whose value is a node of the outer one
+    assert outer.owns(x) and inner.owns(y)
+    assert not outer.owns(y) and not inner.owns(x)
+    assert not any(outer.owns(v) for v in (x.value, 1.0, None, [x], (x,)))

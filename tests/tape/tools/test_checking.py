@@ -134,3 +134,14 @@ def test_a_mismatch_names_the_rule_at_fault(mode):
     assert "of _wrong_sin for argument 1 is at fault" in message
     assert "f=_wrong_sin" in message
     check_grad(f, np.array([0.3, -0.2]), np.array([1.5, 0.5]), argnums=0, modes=(mode,))
+
+
+@pytest.mark.parametrize(
+    "f",
+    [lambda x: x, lambda x: (x, 2.0 * x), lambda x: {"same": x, "sum": np.sum(x)}],
+    ids=["identity", "pair", "dict"],
+)
+def test_check_grad_of_a_function_that_returns_its_input(f):
+    # the output's cotangent and the pre-filled adjoint meet in the input's own slot:
+    # the check adds one to the other (it once overwrote the cotangent and failed)
+    assert check_grad(f, np.array([1.0, 2.0])) is None

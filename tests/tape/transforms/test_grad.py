@@ -203,3 +203,48 @@ def test_a_node_the_caller_keeps_costs_its_own_value():
     assert held < 100_000, held
     with pytest.raises(ValueError, match="already taken and cleared"):
         kept[0] * 2.0  # a spent node says so
+
+
+def test_trace_releases_the_tape_when_f_raises():
+    from tape import Tape
+    from tape.transforms.grad import trace
+
+    t = Tape()
+
+    def f(x):
+        np.sin(x)
+        raise RuntimeError("inside f")
+
+    with pytest.raises(RuntimeError, match="inside f"):
+        trace(f, t, (np.ones(2),), {}, (0,))
+    assert len(t) == 0
+
+
+def test_pull_back_seeds_each_output_once_per_appearance_and_skips_the_rest():
+    from tape import Tape
+    from tape.transforms.grad import pull_back, trace
+
+    t = Tape()
+    out, inputs = trace(lambda x, c: (x * 3.0, x * 3.0, c, x), t, (2.0, 5.0), {}, (0,))
+    x = inputs[0][2][0]
+    y, _, c, same = out
+    # y twice: both cotangents add; c is no node of t and x's own cotangent reaches it
+    adjoints = pull_back(t, [y, y, c, same], [1.0, 10.0, 100.0, 1000.0])
+    assert adjoints[x.pos] == 3.0 * 11.0 + 1000.0
+    assert pull_back(t, [y, c], [None, 1.0]) is None  # nothing seeded: all zero
+
+
+def test_pull_back_seeds_a_written_output_at_its_latest_version():
+    from tape import Tape
+    from tape.transforms.grad import pull_back, trace
+
+    t = Tape()
+
+    def f(x):
+        y = x * 1.0
+        y *= x  # y's value is now x ** 2: its adjoint belongs to that version
+        return y
+
+    out, inputs = trace(f, t, (np.array([3.0]),), {}, (0,))
+    adjoints = pull_back(t, [out], [np.ones(1)])
+    np.testing.assert_allclose(adjoints[inputs[0][2][0].pos], [6.0])
