@@ -8,8 +8,8 @@ import pytest
 
 from sensitivities import registry
 from tape import compile_grad, grad, vmap
-from tape.transforms.replay import _SCALAR
 from tape.transforms.batching import REDUCTIONS
+from tape.transforms.replay import _SCALAR
 
 
 @pytest.mark.parametrize("f", list(_SCALAR), ids=lambda f: f.__name__)
