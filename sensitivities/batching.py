@@ -564,7 +564,10 @@ def _outer(args, batched, **kwargs):
     (a, b), (fa, fb) = args, batched
     a = np.reshape(a, (np.shape(a)[0], -1, 1)) if fa else np.reshape(a, (-1, 1))
     b = np.reshape(b, (np.shape(b)[0], 1, -1)) if fb else np.reshape(b, (1, -1))
-    return a * b
+    if np.ndim(a) != np.ndim(b):
+        a, b = (a[None], b) if np.ndim(a) < np.ndim(b) else (a, b[None])
+    product = outer_product(a, b)  # per-example gradients of x @ W: by einsum
+    return a * b if product is None else product
 
 
 @batching(np.einsum)

@@ -181,7 +181,8 @@ def _(y, ybar, a, b, **kwargs):
     if b_ndim == 1:
         return ybar * b if a_ndim == 1 else ybar[..., None] * b
     if a_ndim == 1:
-        return np.matmul(b, ybar[..., None])[..., 0]
+        # a vector times a matrix: ybar b^T, one product (a batch of them under vmap too)
+        return np.matmul(ybar, _mT(b)) if b_ndim == 2 else np.matmul(b, ybar[..., None])[..., 0]
     if _repeats(ybar, -1):  # ybar @ b^T = u (b 1)^T
         return ybar[..., :1] * np.sum(b, axis=-1)[..., None, :]
     if _repeats(ybar, -2):  # ybar @ b^T = 1 (b v)^T, repeating in turn
@@ -196,7 +197,8 @@ def _(y, ybar, a, b, **kwargs):
     if b_ndim == 1:
         return ybar * a if a_ndim == 1 else np.matmul(ybar[..., None, :], a)[..., 0, :]
     if a_ndim == 1:
-        return a[..., :, None] * ybar[..., None, :]
+        # a vector times a matrix: the outer product of a and ybar (one call under vmap too)
+        return np.outer(a, ybar) if b_ndim == 2 else a[..., :, None] * ybar[..., None, :]
     if _repeats(ybar, -2):  # a^T ybar = (a^T 1) v^T
         return np.sum(a, axis=-2)[..., :, None] * ybar[..., :1, :]
     if _repeats(ybar, -1):  # a^T ybar = (a^T u) 1^T, repeating in turn
