@@ -106,10 +106,14 @@ class Batched(BatchedBase):
     def _apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
         """A method or operator of the array surface: the ufunc's fast path, the index,
         or the NumPy function (which comes back through the protocols)."""
-        if type(f) is np.ufunc and not kwargs and f.signature is None:
-            result = _ufunc_call(f, args)  # x * y, -x: what NumPy's dispatch comes to
-            if result is not _SLOW:
-                return result
+        if type(f) is np.ufunc:
+            if not kwargs and f.signature is None:
+                result = _ufunc_call(f, args)  # x * y, -x: what NumPy's dispatch comes to
+                if result is not _SLOW:
+                    return result
+            node = _first_node(args)
+            if node is not None:  # x @ w, w a node: it records the call, as NumPy would ask
+                return node._apply(f, args, kwargs)
         elif f is operator.getitem:
             return _getitem(*args)
         elif type(f) is not np.ufunc and batching_entry(f) is None:
