@@ -40,6 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .reductions import broadcast_to as _strided_broadcast
+from .reductions import shared
 from .registry import lift, shifted_axis
 
 __all__ = [
@@ -300,6 +301,16 @@ for _f in (np.cumsum, np.cumprod, np.argmax, np.argmin, np.nancumsum, np.nancump
     batching(_f)(along_axis(_f, flattens=True))
 for _f in (np.sort, np.argsort):
     batching(_f)(along_axis(_f, default=-1, flattens=True))
+
+
+@batching(shared)
+def _shared(args, batched, **kwargs):
+    hits, ybar, axes, dtype = args
+    if not batched[0] or any(batched[2:]) or kwargs:
+        return NotImplemented
+    ndim = np.ndim(hits) - 1
+    ybar = lift(ybar, ndim + 1) if batched[1] else ybar  # its reduced axes: 1s, or none
+    return shared(hits, ybar, shifted_axis(axes, ndim), dtype)
 
 
 @batching(np.diff)

@@ -23,7 +23,7 @@ Conventions:
 
 import numpy as np
 
-from .registry import implementation, sensitivity
+from .registry import implementation, primitive, sensitivity
 
 _NO_VALUE = np._NoValue
 
@@ -152,13 +152,25 @@ def _extremum_rule(nan=False):
         if _given(where):
             hits = hits & where
         # a slice whose extremum is `initial` (or all NaN) has no hits and no gradient
-        count = np.sum(
-            hits, axis=reduced_axes(axis, np.ndim(x)), keepdims=True, dtype=_real_dtype(x)
-        )
-        # the share is worked out per slice, on the small reduced array, then spread once
-        return hits * (ybar / np.maximum(count, 1))
+        return shared(hits, ybar, reduced_axes(axis, np.ndim(x)), _real_dtype(x))
 
     return rule
+
+
+@primitive
+def shared(hits, ybar, axes, dtype):
+    """``ybar`` shared among the ``hits`` of each slice over ``axes`` (an extremum's ties
+    share its adjoint); a slice without hits gets nothing. A primitive, so that a batch of
+    them runs as one (``sensitivities.batching``)."""
+    count = np.sum(hits, axis=axes, keepdims=True, dtype=dtype)
+    # the share is worked out per slice, on the small reduced array, then spread once
+    return hits * (ybar / np.maximum(count, 1))
+
+
+@sensitivity(shared, 1)
+def _(y, g, hits, ybar, axes, dtype):
+    count = np.sum(hits, axis=axes, keepdims=True, dtype=dtype)
+    return np.sum(g * hits, axis=axes, keepdims=True) / np.maximum(count, 1)
 
 
 for _f in (np.max, np.amax, np.min, np.amin):

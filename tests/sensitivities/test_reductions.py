@@ -9,6 +9,7 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from sensitivities.reductions import shared
 from tape import Leaf, Tape, grad, propagate, reverse_tape, value_and_grad
 from tests.fd import numeric_grad
 from tests.sensitivities.cases import Case, implementation_test, rule_test
@@ -125,7 +126,13 @@ def reduce_axis0(data):
     return x, axis, keepdims
 
 
+def _shared_draw(d):
+    hits = d.draw(hnp.arrays(bool, (3, 4)))
+    return hits, d.draw(arrays((1, 4))), (0,), np.dtype(np.float64)
+
+
 CASES = [
+    Case(shared, _shared_draw, argnums=(1,)),  # an extremum's adjoint, shared among ties
     Case(np.sum, with_axis(), fn=reduce(np.sum)),
     Case(np.sum, float32(with_axis()), fn=reduce(np.sum), rtol=1e-4, atol=1e-4, name="sum-float32"),
     Case(np.sum, where_draw, fn=masked(np.sum), name="sum-where"),
