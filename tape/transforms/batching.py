@@ -276,7 +276,7 @@ def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
         a = inputs[0]
         if type(a) is not Batched:
             return _SLOW
-        return _wrap(ufunc(a.data), a.level)
+        return _ufunc_result(ufunc(a.data), a.level)
     if len(inputs) == 2:  # x * y, x + w
         a, b = inputs
         if type(a) is Batched and type(b) is Batched:
@@ -305,8 +305,17 @@ def _ufunc_call(ufunc: np.ufunc, inputs: tuple) -> Any:
             product = outer_product(da, db)
             if product is not None:
                 return Batched(product, level)
-        return _wrap(ufunc(da, db), level)
+        return _ufunc_result(ufunc(da, db), level)
     return _SLOW  # three operands or more: the general path
+
+
+def _ufunc_result(result: Any, level: int) -> Any:
+    """A ufunc's result on batches' data as a batch: ``_wrap``, its common case inline."""
+    if type(result) is np.ndarray:
+        if result.base is None and not result.flags.c_contiguous:
+            result = _batch_major(result)
+        return Batched(result, level)
+    return _wrap(result, level)
 
 
 def _beside_plain(batch: Batched, other: Any) -> tuple | None:
