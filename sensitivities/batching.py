@@ -234,6 +234,22 @@ def _bound(f: Callable, args: tuple, batched: tuple, kwargs: dict) -> tuple[Any,
     return sig.bind(*args, **kwargs), flags
 
 
+def _a_alone(f: Callable) -> Callable:
+    """Decorator: the batching rule of ``f`` (which returns arrays) where its array ``a``
+    alone is batched, written as ``rule(arguments)`` over ``f``'s arguments by name; any
+    other call goes to the loop."""
+
+    def register(rule: Callable) -> Callable:
+        def batched_rule(args: tuple, batched: tuple, **kwargs: Any) -> Any:
+            bound, flags = _bound(f, args, batched, kwargs)
+            return rule(bound.arguments) if list(flags) == ["a"] else NotImplemented
+
+        batching(f, arrays=True)(batched_rule)
+        return rule
+
+    return register
+
+
 def _call(f: Callable, bound: Any) -> Any:
     return f(*bound.args, **bound.kwargs)
 
@@ -325,25 +341,18 @@ def _diff(args, batched, **kwargs):
 # -- shapes: axes shifted past the batch -------------------------------------------------
 
 
-@batching(np.reshape, arrays=True)
-def _reshape(args, batched, **kwargs):
-    bound, flags = _bound(np.reshape, args, batched, kwargs)
-    a = bound.arguments["a"]
-    shape = bound.arguments.get("shape")
+@_a_alone(np.reshape)
+def _reshape(arguments):
+    a, shape = arguments["a"], arguments.get("shape")
     if shape is None:
-        shape = bound.arguments.get("newshape")
-    if list(flags) != ["a"]:
-        return NotImplemented
+        shape = arguments.get("newshape")
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    return np.reshape(a, (np.shape(a)[0],) + shape, order=bound.arguments.get("order", "C"))
+    return np.reshape(a, (np.shape(a)[0],) + shape, order=arguments.get("order", "C"))
 
 
-@batching(np.transpose, arrays=True)
-def _transpose(args, batched, **kwargs):
-    bound, flags = _bound(np.transpose, args, batched, kwargs)
-    if list(flags) != ["a"]:
-        return NotImplemented
-    a, axes = bound.arguments["a"], bound.arguments.get("axes")
+@_a_alone(np.transpose)
+def _transpose(arguments):
+    a, axes = arguments["a"], arguments.get("axes")
     ndim = np.ndim(a) - 1
     if axes is None:
         axes = tuple(range(ndim - 1, -1, -1))
@@ -402,12 +411,9 @@ for _f in (np.take, np.roll, np.repeat):
     batching(_f)(axes_rule(_f, "axis"))
 
 
-@batching(np.squeeze, arrays=True)
-def _squeeze(args, batched, **kwargs):
-    bound, flags = _bound(np.squeeze, args, batched, kwargs)
-    if list(flags) != ["a"]:
-        return NotImplemented
-    a, axis = bound.arguments["a"], bound.arguments.get("axis")
+@_a_alone(np.squeeze)
+def _squeeze(arguments):
+    a, axis = arguments["a"], arguments.get("axis")
     shape = np.shape(a)[1:]
     if axis is None:
         axis = tuple(k for k, n in enumerate(shape) if n == 1)

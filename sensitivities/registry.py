@@ -30,6 +30,7 @@ import numpy as np
 from multipledispatch import Dispatcher
 
 __all__ = [
+    "first_argument",
     "sensitivity",
     "preprocess",
     "nondifferentiable",
@@ -655,16 +656,21 @@ def is_primitive(f: Any) -> bool:
     return f in _primitives
 
 
-def _recording_argument(args: Any) -> Any:
-    """The first argument, in ``args`` or a list or tuple there, that records calls."""
+def first_argument(args: Any, test: Callable[[Any], bool]) -> Any:
+    """The first argument, in ``args`` or a list or tuple there (nested or not), that
+    passes ``test``; None if none does."""
     for a in args:
-        if hasattr(type(a), "__record_call__"):
+        if test(a):
             return a
         if type(a) is list or type(a) is tuple:
-            found = _recording_argument(a)
+            found = first_argument(a, test)
             if found is not None:
                 return found
     return None
+
+
+def _records_calls(a: Any) -> bool:
+    return hasattr(type(a), "__record_call__")
 
 
 def primitive(f: Callable) -> Callable:
@@ -691,9 +697,9 @@ def primitive(f: Callable) -> Callable:
 
     @functools.wraps(f)
     def recorded(*args: Any, **kwargs: Any) -> Any:
-        node = _recording_argument(args)
+        node = first_argument(args, _records_calls)
         if node is None and kwargs:
-            node = _recording_argument(tuple(kwargs.values()))
+            node = first_argument(tuple(kwargs.values()), _records_calls)
         if node is None:
             return f(*args, **kwargs)
         return type(node).__record_call__(recorded, f, args, kwargs)

@@ -40,7 +40,7 @@ from sensitivities.batching import (
     matmul_rule,
     outer_product,
 )
-from sensitivities.registry import function_name, value_of
+from sensitivities.registry import first_argument, function_name, is_node, value_of
 from sensitivities.registry import pushforward as _engine_pushforward
 from sensitivities.registry import shifted_axis as _axis
 
@@ -401,14 +401,7 @@ def _scan(values: Any) -> Any:
 
 
 def _first_node(args: tuple) -> Any:
-    for a in args:
-        if isinstance(a, Node):
-            return a
-        if type(a) is list or type(a) is tuple:
-            found = _first_node(a)
-            if found is not None:
-                return found
-    return None
+    return first_argument(args, is_node)
 
 
 
