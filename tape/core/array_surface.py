@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-__all__ = ["ArraySurface"]
+__all__ = ["ARITHMETIC", "ArraySurface"]
 
 
 def _method(f: Callable) -> Callable:
@@ -213,11 +213,13 @@ class ArraySurface:
     conjugate = conj
 
 
-for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
-                      ("truediv", np.true_divide), ("floordiv", np.floor_divide),
-                      ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul),
-                      ("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor),
-                      ("lshift", np.left_shift), ("rshift", np.right_shift)):  # fmt: skip
+# the operators with a reflected and an augmented form, each the ufunc it means
+ARITHMETIC = (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+              ("truediv", np.true_divide), ("floordiv", np.floor_divide),
+              ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul),
+              ("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor),
+              ("lshift", np.left_shift), ("rshift", np.right_shift))  # fmt: skip
+for _name, _ufunc in ARITHMETIC:
     setattr(ArraySurface, f"__{_name}__", _operator(_ufunc, f"__{_name}__"))
     setattr(ArraySurface, f"__r{_name}__", _operator(_ufunc, f"__r{_name}__", reflected=True))
 for _name, _ufunc in (("lt", np.less), ("le", np.less_equal), ("gt", np.greater),

@@ -381,45 +381,26 @@ def _dtype(args: tuple, kwargs: dict) -> Any:
 # sees the very call (a like= argument dispatches on what it names).
 
 
-def _asarray(a, *args, **kwargs):
-    if type(a) is not _ndarray and _ident() in _converting and _held(a):
-        return _converted(a, _dtype(args, kwargs), kwargs.get("copy"))
-    if kwargs and kwargs.get("like") is not None:
-        return _like(_ORIGINAL_ASARRAY, (a, *args), kwargs)
-    return _ORIGINAL_ASARRAY(a, *args, **kwargs)
+def _conversion(original: Callable, copy: Any, ndmin: int) -> Callable:
+    """The wrapper of NumPy's ``original`` (``np.asarray``, ``np.array``...), whose
+    ``copy`` and ``ndmin`` are these unless the call names them."""
+
+    def wrapper(a, *args, **kwargs):
+        if type(a) is not _ndarray and _ident() in _converting and _held(a):
+            dtype = _dtype(args, kwargs)
+            return _converted(a, dtype, kwargs.get("copy", copy), kwargs.get("ndmin", ndmin))
+        if kwargs and kwargs.get("like") is not None:
+            return _like(original, (a, *args), kwargs)
+        return original(a, *args, **kwargs)
+
+    return wrapper
 
 
-def _asanyarray(a, *args, **kwargs):
-    if type(a) is not _ndarray and _ident() in _converting and _held(a):
-        return _converted(a, _dtype(args, kwargs), kwargs.get("copy"))
-    if kwargs and kwargs.get("like") is not None:
-        return _like(_ORIGINAL_ASANYARRAY, (a, *args), kwargs)
-    return _ORIGINAL_ASANYARRAY(a, *args, **kwargs)
-
-
-def _array(a, *args, **kwargs):
-    if type(a) is not _ndarray and _ident() in _converting and _held(a):
-        copy = kwargs.get("copy", True)
-        return _converted(a, _dtype(args, kwargs), copy, kwargs.get("ndmin", 0))
-    if kwargs and kwargs.get("like") is not None:
-        return _like(_ORIGINAL_ARRAY, (a, *args), kwargs)
-    return _ORIGINAL_ARRAY(a, *args, **kwargs)
-
-
-def _ascontiguousarray(a, *args, **kwargs):
-    if type(a) is not _ndarray and _ident() in _converting and _held(a):
-        return _converted(a, _dtype(args, kwargs), None, 1)
-    if kwargs and kwargs.get("like") is not None:
-        return _like(_ORIGINAL_ASCONTIGUOUSARRAY, (a, *args), kwargs)
-    return _ORIGINAL_ASCONTIGUOUSARRAY(a, *args, **kwargs)
-
-
-def _asfortranarray(a, *args, **kwargs):
-    if type(a) is not _ndarray and _ident() in _converting and _held(a):
-        return _converted(a, _dtype(args, kwargs), None, 1)
-    if kwargs and kwargs.get("like") is not None:
-        return _like(_ORIGINAL_ASFORTRANARRAY, (a, *args), kwargs)
-    return _ORIGINAL_ASFORTRANARRAY(a, *args, **kwargs)
+_asarray = _conversion(np.asarray, None, 0)
+_asanyarray = _conversion(np.asanyarray, None, 0)
+_array = _conversion(np.array, True, 0)
+_ascontiguousarray = _conversion(np.ascontiguousarray, None, 1)
+_asfortranarray = _conversion(np.asfortranarray, None, 1)
 
 
 def _asarray_chkfinite(a, *args, **kwargs):
@@ -458,11 +439,7 @@ def _as_strided(x, shape=None, strides=None, subok=False, writeable=True):
     return _ORIGINAL_AS_STRIDED(x, shape, strides, subok, writeable)
 
 
-_ORIGINAL_ASARRAY = np.asarray
-_ORIGINAL_ASANYARRAY = np.asanyarray
 _ORIGINAL_ARRAY = np.array
-_ORIGINAL_ASCONTIGUOUSARRAY = np.ascontiguousarray
-_ORIGINAL_ASFORTRANARRAY = np.asfortranarray
 _ORIGINAL_ASARRAY_CHKFINITE = np.asarray_chkfinite
 _ORIGINAL_FULL = np.full
 _ORIGINAL_FULL_LIKE = np.full_like

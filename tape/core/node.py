@@ -21,7 +21,7 @@ from sensitivities.counterparts import scipy_caller, sparse_operator
 from sensitivities.registry import foreign_handler
 
 from . import array_api
-from .array_surface import ArraySurface, _as_array
+from .array_surface import ARITHMETIC, ArraySurface, _as_array
 from .conversions import is_converting
 from .duck_arrays import is_duck_array
 from .errors import (
@@ -200,48 +200,6 @@ class Node(Record, ArraySurface):
         if type(other) not in _KNOWN and (handler := _foreign(np.matmul, other)):
             return handler(other, self)  # SciPy's sparse S @ x arrives here
         return apply(np.matmul, (other, self))
-
-    # -- augmented assignments write the node in place, as on an ndarray (tape.core.inplace);
-    # a node holding a float or a NumPy scalar is rebound, as those are immutable
-
-    def __iadd__(self, other: Any) -> Any:
-        return augmented(self, np.add, other)
-
-    def __isub__(self, other: Any) -> Any:
-        return augmented(self, np.subtract, other)
-
-    def __imul__(self, other: Any) -> Any:
-        return augmented(self, np.multiply, other)
-
-    def __itruediv__(self, other: Any) -> Any:
-        return augmented(self, np.true_divide, other)
-
-    def __ifloordiv__(self, other: Any) -> Any:
-        return augmented(self, np.floor_divide, other)
-
-    def __imod__(self, other: Any) -> Any:
-        return augmented(self, np.remainder, other)
-
-    def __ipow__(self, other: Any) -> Any:
-        return augmented(self, np.power, other)
-
-    def __imatmul__(self, other: Any) -> Any:
-        return augmented(self, np.matmul, other)
-
-    def __iand__(self, other: Any) -> Any:
-        return augmented(self, np.bitwise_and, other)
-
-    def __ior__(self, other: Any) -> Any:
-        return augmented(self, np.bitwise_or, other)
-
-    def __ixor__(self, other: Any) -> Any:
-        return augmented(self, np.bitwise_xor, other)
-
-    def __ilshift__(self, other: Any) -> Any:
-        return augmented(self, np.left_shift, other)
-
-    def __irshift__(self, other: Any) -> Any:
-        return augmented(self, np.right_shift, other)
 
     # -- writes and the array attributes -------------------------------------------------
 
@@ -499,6 +457,21 @@ def _memory_attribute(name: str) -> property:
 for _name in _MEMORY_ATTRIBUTES:
     setattr(Node, _name, _memory_attribute(_name))
 del _name
+
+
+def _augmented(ufunc: np.ufunc, name: str) -> Any:
+    def method(self: Node, other: Any) -> Any:
+        return augmented(self, ufunc, other)
+
+    method.__name__ = name
+    return method
+
+
+# augmented assignments write the node in place, as on an ndarray (tape.core.inplace); a
+# node holding a float or a NumPy scalar is rebound, as those are immutable
+for _name, _ufunc in ARITHMETIC:
+    setattr(Node, f"__i{_name}__", _augmented(_ufunc, f"__i{_name}__"))
+del _name, _ufunc
 
 
 def _probe(node: Any) -> Any:

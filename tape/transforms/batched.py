@@ -20,7 +20,7 @@ from sensitivities.batching import advanced_axes_first
 from sensitivities.registry import function_name, lift
 from sensitivities.registry import shifted_axis as _axis
 
-from ..core.array_surface import ArraySurface
+from ..core.array_surface import ARITHMETIC, ArraySurface
 from ..core.node import Node
 from ..core.versions import memory_of
 
@@ -211,11 +211,7 @@ def _augmented(ufunc: np.ufunc, name: str) -> Callable:
 
 # x += v writes x in place, as NumPy does to each example (every name bound to x and
 # every view of it sees the write); a batch of NumPy scalars is rebound, as they are
-for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
-                      ("truediv", np.true_divide), ("floordiv", np.floor_divide),
-                      ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul),
-                      ("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor),
-                      ("lshift", np.left_shift), ("rshift", np.right_shift)):  # fmt: skip
+for _name, _ufunc in ARITHMETIC:
     setattr(BatchedBase, f"__i{_name}__", _augmented(_ufunc, f"__i{_name}__"))
 
 

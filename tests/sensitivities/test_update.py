@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sensitivities.update import add_at, multiply_at, set_at
-from tape import Leaf, Tape, at, grad
+from tape import Leaf, Tape, at, grad, value_and_grad
 from tests.fd import check_grads
 from tests.sensitivities.cases import Case, rule_test
 from tests.strategies import arrays
@@ -194,6 +194,9 @@ def _written_as_numpy(x, index, v):
         (0, [7.0, 8.0, 9.0]),  # a list of numbers, as x[0] = [7., 8., 9.]
         ((slice(None), 1), (4.0, 5.0)),  # a tuple
         ([], 5.0),  # an empty list index selects nothing, as in NumPy
+        (([], []), 5.0),
+        ((0, []), 5.0),
+        ((slice(0, 2), slice(0, 2)), [[1.0, 2.0], [3.0, 4.0]]),  # nested lists
         (([0, 1], [2, 2]), [1, 2]),  # integers into floats: cast, as NumPy does
     ],
 )
@@ -207,7 +210,10 @@ def test_a_list_holding_nodes_is_written_and_differentiated():
         y = x * 1.0
         y[0] = [x[1, 2] ** 2, 2.0, x[1, 0]]  # nodes and numbers in one list
         y[[0, 1], [2, 2]] = (x[1, 0], x[1, 1])
+        y[:, :2] = [[x[0, 0], 1.0], (2.0, x[1, 2] * x[0, 1])]  # nested, a tuple inside
         return np.sum(at(y)[1].add([1.0, x[0, 1], 2.0]) ** 2 * x)
 
     x = np.arange(6.0).reshape(2, 3) + 1
-    np.testing.assert_allclose(grad(f)(x)[0], _differences(f, x), rtol=1e-6, atol=1e-6)
+    value, (gradient,) = value_and_grad(f)(x)
+    assert value == f(x)  # the same program on ndarrays
+    np.testing.assert_allclose(gradient, _differences(f, x), rtol=1e-6, atol=1e-6)
