@@ -1,4 +1,4 @@
-"""Interrupt grad, jvp, compile_grad replays and the debug contexts at random points,
+"""Interrupt grad, jvp, compile_grad replays and vmap at random points,
 thousands of times, checking after each that nothing was left behind.
 
     python scripts/interrupt_storm.py --count 12000

@@ -27,7 +27,7 @@ _CONVERTS = (
     "converts its input to an ndarray, which a node refuses (its gradient would be lost): "
     "use the node itself"
 )
-# Not dispatched by NumPy, they are replaced while a forward pass runs (tape.core.conversions):
+# Not dispatched by NumPy, they are replaced while a forward pass runs (tape.runtime.conversions):
 # a node, or a list holding nodes, becomes the node or the stacked node
 CONVERTED = {
     "np.array", "np.asarray", "np.asanyarray", "np.ascontiguousarray", "np.asfortranarray",
@@ -109,7 +109,7 @@ def classify(name: str, f) -> tuple[str, str]:
     if name in ENTERED:
         return "entered", "NumPy's own code, entered"
     if name in CONVERTED:
-        return "converted", "recorded inside grad and the transforms (tape.core.conversions)"
+        return "converted", "recorded inside grad and the transforms (tape.runtime.conversions)"
     if name in UNSUPPORTED:
         return "unsupported", UNSUPPORTED[name]
     return "unclassified", ""

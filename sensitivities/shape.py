@@ -1197,5 +1197,5 @@ nondifferentiable(strided_positions)
 
 def full_like_node(a, fill_value, *args, **kwargs):
     """``np.full_like(a, fill_value)`` with ``fill_value`` a node: what library code's
-    ``np.full_like`` records inside ``grad`` (``tape.core.conversions``)."""
+    ``np.full_like`` records inside ``grad`` (``tape.runtime.conversions``)."""
     return _full_like(a, fill_value, *args, **kwargs)

@@ -43,13 +43,13 @@ from sensitivities import (
     sensitivity,
 )
 
-from .core import conversions
-from .core.conversions import library_code
 from .core.errors import AnomalyError, MissingRuleError, MutationError, NodeConversionError
 from .core.gradients import Gradients
 from .core.node import Node
 from .core.records import Branch, Leaf, Tape
-from .core.reverse import ReverseTape, propagate, reverse_tape
+from .core.reverse import ReverseTape, reverse_tape
+from .runtime import library_code
+from .scipy import redirect  # noqa: F401  (SciPy's functions meeting nodes go to tape.scipy)
 from .core.trees import ravel, tree_flatten, tree_map, tree_unflatten
 from .tools import graph  # noqa: F401  (fills in Tape.to_dot, Tape.draw, a notebook's picture)
 from .tools.checking import check_grad
@@ -57,15 +57,9 @@ from .tools.debugging import debug, detect_anomaly, recorded_at
 from .transforms.checkpoint import checkpoint, stop_gradient
 from .transforms.compiled import CompiledGrad, TapeMismatchError, compile_grad
 from .transforms.derivatives import hessian, hvp, jacobian, jvp, vjp
-from .transforms.grad import grad, value_and_grad
+from .transforms.grad import grad, propagate, value_and_grad
 from .transforms.pushforward import pushforward
 from .transforms.vmap import vmap
-
-# SciPy's functions that library code calls inside grad go to tape.scipy's counterparts
-conversions.SCIPY_COUNTERPARTS.update(
-    (f"scipy.{sub}", f"tape.scipy.{sub}")
-    for sub in ("linalg", "signal", "special", "spatial.distance", "stats")
-)
 
 __version__ = "0.1.0"
 

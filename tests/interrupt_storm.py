@@ -1,5 +1,6 @@
-"""Ctrl-C at random points of grad, jvp, compile_grad replays and the debug contexts,
-and after each one the check that nothing was left behind. Used by
+"""Ctrl-C at random points of grad, jvp, compile_grad replays and vmap, and after each
+one the check that nothing was left behind (the debug modes are ``with`` blocks of the
+user's, as robust as Python's own context managers, and are not stormed). Used by
 tests/test_interrupts.py (a bounded count) and scripts/interrupt_storm.py (thousands)."""
 
 from __future__ import annotations
@@ -7,15 +8,21 @@ from __future__ import annotations
 import _thread
 import gc
 import random
+import signal
 import threading
 import time
 
 import numpy as np
 
 import tape
-from tape import compile_grad, debug, detect_anomaly, grad, jvp
-from tape.core import collector
+from tape import compile_grad, grad, jvp
 from tape.core.observing import observing
+from tape.runtime.conversions import converting_threads
+
+_THRESHOLDS = gc.get_threshold()
+_ERRORS = np.geterr()
+_ERRCALL = np.geterrcall()
+_HANDLERS = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
 
 def _loss(x):
@@ -27,23 +34,11 @@ def _loss(x):
 _compiled = compile_grad(_loss, np.ones(4))
 
 
-def _with_debug(x):
-    with debug():
-        return grad(_loss)(x)
-
-
-def _with_anomaly(x):
-    with detect_anomaly():
-        with debug():
-            return grad(_loss)(x)
-
-
 WORK = {
     "grad": lambda x: grad(_loss)(x),
     "jvp": lambda x: jvp(_loss, (x,), (np.ones_like(x),)),
     "compiled replay": lambda x: _compiled(x),
-    "debug": _with_debug,
-    "detect_anomaly": _with_anomaly,
+    "vmap": lambda x: tape.vmap(grad(_loss))(np.stack([x, x])),
 }
 
 
@@ -52,12 +47,15 @@ def left_behind() -> list[str]:
     wrong = []
     if observing.get() is not None:
         wrong.append("a debug mode is still on")
-    if not gc.isenabled():
-        wrong.append("the garbage collector is off")
-    if collector._passes != 0 or gc.get_threshold() != collector._thresholds:
-        wrong.append(f"the collector's pace: {gc.get_threshold()}, {collector._passes} passes")
-    if tape.core.interrupts._open != 0:
-        wrong.append("an uninterrupted section is still open")
+    if not gc.isenabled() or gc.get_threshold() != _THRESHOLDS:
+        wrong.append(f"the collector: {gc.isenabled()}, {gc.get_threshold()}")
+    if converting_threads:
+        wrong.append(f"threads still marked as recording: {converting_threads}")
+    if np.geterr() != _ERRORS or np.geterrcall() is not _ERRCALL:
+        wrong.append(f"NumPy's error state: {np.geterr()}, {np.geterrcall()}")
+    handlers = {s: signal.getsignal(s) for s in _HANDLERS}
+    if handlers != _HANDLERS:
+        wrong.append(f"signal handlers: {handlers}")
     return wrong
 
 

@@ -22,7 +22,6 @@ from sensitivities.registry import foreign_handler
 
 from . import array_api
 from .array_surface import ARITHMETIC, ArraySurface, _as_array
-from .conversions import is_converting
 from .duck_arrays import is_duck_array
 from .errors import (
     BUFFER,
@@ -39,7 +38,7 @@ from .errors import (
 )
 from .inplace import augmented, set_item
 from .outputs import ufunc_out
-from .recording import Record, apply, plain, record_primitive
+from .recording import Record, apply, extension, plain, record_primitive
 
 __all__ = ["Node"]
 
@@ -123,7 +122,7 @@ class Node(Record, ArraySurface):
             raise NodeConversionError(scipy_conversion(*counterpart))
         if caller.f_globals.get("__name__", "").startswith("numpy.ma"):
             raise NodeConversionError(MASKED_CONVERSION)  # masked * node: np.ma converts
-        site = converted_in_library(caller, is_converting())
+        site = converted_in_library(caller, extension("is_converting")())
         if site:
             raise NodeConversionError(site)
         raise NodeConversionError(BUFFER if stores_into_array(caller) else TO_ARRAY)
@@ -133,7 +132,7 @@ class Node(Record, ArraySurface):
         counterpart = scipy_caller(caller)  # a SciPy solver's float(fun(x)), say
         if counterpart:
             raise NodeConversionError(scipy_conversion(*counterpart))
-        site = converted_in_library(caller, is_converting(), "a number")
+        site = converted_in_library(caller, extension("is_converting")(), "a number")
         if site:
             raise NodeConversionError(site)
         raise NodeConversionError(BUFFER if stores_into_array(caller) else TO_NUMBER)

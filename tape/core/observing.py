@@ -24,9 +24,7 @@ import threading
 from contextvars import ContextVar
 from typing import Any
 
-from .interrupts import critical
-
-__all__ = ["observing", "observe", "rewriting", "rewrite", "unobserve"]
+__all__ = ["observing", "rewriting", "hold", "unhold"]
 
 observing: ContextVar[Any] = ContextVar("tape_observing", default=None)
 observer = observing.get
@@ -36,30 +34,16 @@ observed = 0  # hooks set in any thread: while none is, a record reads one int
 _lock = threading.Lock()
 
 
-@critical
-def _count(step: int) -> None:
+def hold() -> None:
+    """Count a hook about to be set (before it is): while any is counted, records ask
+    for them. A count left high by a Ctrl-C costs speed, never a record."""
     global observed
     with _lock:
-        observed += step
+        observed += 1
 
 
-def observe(observer: Any) -> Any:
-    """Make ``observer`` the current context's (``observing``); returns the token that
-    ``unobserve`` takes to undo it. The count goes up first and down last, so that a
-    Ctrl-C between the two steps can only leave it high, which costs speed, not records."""
-    _count(1)
-    return observing.set(observer)
-
-
-def rewrite(rewriter: Any) -> Any:
-    """Add ``rewriter`` to the current context's (``rewriting``), innermost first; returns
-    the token that ``unobserve`` takes to undo it."""
-    _count(1)
-    return rewriting.set((rewriter,) + rewriting.get())
-
-
-@critical
-def unobserve(token: Any) -> None:
-    """Undo the ``observe`` or ``rewrite`` that gave ``token``."""
-    token.var.reset(token)
-    _count(-1)
+def unhold() -> None:
+    """Count a hook that was put back (after it was)."""
+    global observed
+    with _lock:
+        observed -= 1

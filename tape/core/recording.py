@@ -55,6 +55,7 @@ from .versions import MEMORY, OUTDATED, VERSION, commit, note_view, positions, s
 
 __all__ = [
     "Record", "apply", "current", "plain", "innermost_tape", "record_primitive", "extend",
+    "extension",
 ]  # fmt: skip
 
 
@@ -376,9 +377,21 @@ def apply_with_keyword_nodes(f: Any, args: tuple, kwargs: dict) -> Any:
 
 def extend(**hooks: Callable) -> None:
     """Register what the modules built on this one lend it (they import it; it imports
-    none of them): ``stacked``, a list holding nodes made one node (``tape.core.conversions``),
-    and ``function_out``, a call with ``out=`` a node (``tape.core.outputs``)."""
+    none of them): ``stacked``, a list holding nodes made one node, and ``is_converting``,
+    whether library conversions are recorded in this thread now (both
+    ``tape.runtime.conversions``), and ``function_out``, a call with ``out=`` a node
+    (``tape.core.outputs``)."""
     _extensions.update(hooks)
+
+
+def extension(name: str) -> Callable:
+    """The hook registered as ``name`` (``extend``); one that answers False where the
+    layer that lends it is not loaded."""
+    return _extensions.get(name, _no)
+
+
+def _no(*args: Any, **kwargs: Any) -> bool:
+    return False
 
 
 _extensions: dict[str, Callable] = {}

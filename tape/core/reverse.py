@@ -8,7 +8,6 @@ import numpy as np
 
 from sensitivities import registry
 
-from .collector import fewer_collections
 from .display import adjoints_text
 from .duck_arrays import is_duck_array
 from .errors import (
@@ -24,10 +23,10 @@ from .node import Node
 from .observing import observing
 from .recording import current
 from .records import Branch, Tape
-from .warning_sites import located_warnings
 
 __all__ = ["ReverseTape", "reverse_tape", "propagate", "reverse_pass", "accumulate",
-           "update_in_place", "in_place_rule", "unbroadcast", "unbroadcast_axes"]  # fmt: skip
+           "update_in_place", "in_place_rule", "unbroadcast", "unbroadcast_axes",
+           "record_running_in"]  # fmt: skip
 
 
 class ReverseTape:
@@ -121,13 +120,12 @@ def propagate(tape: Tape, rtape: ReverseTape, *, free: bool = False) -> ReverseT
     array([ 3., 12.])
     """
     check_reverse_tape(tape, rtape)
-    with fewer_collections(), located_warnings():
-        return reverse_pass(tape, rtape, free)
+    return reverse_pass(tape, rtape, free)
 
 
 def reverse_pass(tape: Tape, rtape: ReverseTape, free: bool = False) -> ReverseTape:
     """``propagate``'s walk itself, for a caller that made ``rtape`` for ``tape`` after
-    recording and slows the collector already (``grad``, around both of its passes)."""
+    recording (``grad``). ``record_running_in`` reads its loop's state."""
     observer = observing.get()  # under tape.detect_anomaly(), each Branch's contributions
     check = None if observer is None else observer.propagated  # are checked as they are made
     records = tape.records
@@ -152,6 +150,17 @@ def reverse_pass(tape: Tape, rtape: ReverseTape, free: bool = False) -> ReverseT
         note_reverse_failure(error, records, pos)
         raise
     return rtape
+
+
+def record_running_in(frame: Any) -> Any:
+    """The record whose rules run where ``frame`` is a frame of ``reverse_pass``'s loop
+    (the warning site of a rule's warning, ``tape.runtime.warning_sites``); else None."""
+    if frame.f_code is not reverse_pass.__code__:
+        return None
+    records, pos = frame.f_locals.get("records"), frame.f_locals.get("pos")
+    if records is None or pos is None or not 0 <= pos < len(records):
+        return None
+    return records[pos]
 
 
 def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> None:

@@ -9,14 +9,13 @@ import numpy as np
 
 from sensitivities.registry import function_name, value_of
 
-from ..core.collector import fewer_collections
 from ..core.errors import MissingRuleError, describe
 from ..core.node import Node
 from ..core.recording import current
 from ..core.records import Branch, Tape
 from ..core.reverse import ReverseTape
 from ..core.trees import tree_flatten, tree_map, tree_unflatten
-from ..core.warning_sites import located_warnings
+from ..runtime import run_pass
 from ..transforms.derivatives import jvp
 from ..transforms.grad import grad, input_gradients, pull_back, trace
 
@@ -109,15 +108,14 @@ def _check_prefilled(f, args, nums, u, expected, rng):
                 prefills[node.pos] = r.copy()
                 rtape.adjoints[node.pos] = r
                 rtape.owned[node.pos] = True
-        with fewer_collections(), located_warnings():
-            pull_back(tape, outs, [np.asarray(w) for w in u], rtape)
+        run_pass(False, pull_back, tape, outs, [np.asarray(w) for w in u], rtape)
         adjoints = [
             None if rtape.adjoints[p] is None else rtape.adjoints[p] - prefills.get(p, 0.0)
             for p in range(len(rtape.adjoints))
         ]
         got = input_gradients(inputs, nums, adjoints)
     finally:
-        tape.records.clear()
+        tape.release()
     for i, g, e in zip(nums, got, expected):
         for gl, el in zip(tree_flatten(g)[0], tree_flatten(e)[0]):
             if gl is None:
@@ -177,7 +175,7 @@ def _blame(f, args, nums, mode, eps, rtol, atol, rng) -> str:
     except Exception:  # the diagnosis must not hide the mismatch it explains
         return ""
     finally:
-        tape.records.clear()
+        tape.release()
     return ""
 
 

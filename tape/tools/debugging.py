@@ -21,9 +21,8 @@ import sensitivities
 from sensitivities.registry import function_name, value_of
 
 from ..core.errors import AnomalyError, describe
-from ..core.interrupts import critical, deliver, guard_handlers, uninterrupted
 from ..core.node import Node
-from ..core.observing import observe, observing, unobserve
+from ..core.observing import hold, observing, unhold
 from ..transforms.vmap import Batched
 
 __all__ = ["debug", "detect_anomaly", "AnomalyError", "recorded_at", "anomaly_detected"]
@@ -123,7 +122,7 @@ class debug:
     _anomaly = False
 
     def __init__(self) -> None:
-        self._tokens: list = []
+        self._outer: list = []  # the mode each entry of this object replaced
         self._forward = True
 
     def __enter__(self) -> debug:
@@ -131,32 +130,16 @@ class debug:
         anomaly = self._anomaly or (outer is not None and outer.anomaly)
         forward = self._forward if self._anomaly else (outer.forward if outer else True)
         observer = (_Anomalies if anomaly else _Sites)(forward)
-        held = len(self._tokens)
-        guard_handlers()
-        try:
-            with uninterrupted():  # a mode left on by a Ctrl-C here would outlive the block
-                self._tokens.append(observe(observer))
-        except BaseException:
-            # a signal handler raised after the mode was set, before the block began
-            if len(self._tokens) > held:
-                unobserve(self._tokens.pop())
-            elif observing.get() is observer:
-                observing.set(outer)
-            raise
+        self._outer.append(outer)
+        hold()
+        observing.set(observer)
         return self
 
-    @critical
     def __exit__(self, *exc: Any) -> None:
-        token = self._tokens[-1]
-        try:
-            with uninterrupted():
-                unobserve(self._tokens.pop())
-        except BaseException:  # a signal handler's exception: the outer mode back all the same
-            if self._tokens and self._tokens[-1] is token:
-                self._tokens.pop()
-            observing.set(None if token.old_value is token.MISSING else token.old_value)
-            raise
-        deliver()
+        # (as for any ``with`` block, a Ctrl-C landing exactly between the block's end and
+        # this first call would skip it)
+        observing.set(self._outer.pop())
+        unhold()
 
 
 class detect_anomaly(debug):

@@ -16,13 +16,12 @@ import numpy as np
 from sensitivities import checkpointed
 from sensitivities.registry import value_of
 
-from ..core.collector import fewer_collections
 from ..core.duck_arrays import is_duck_array
 from ..core.node import Node
 from ..core.recording import plain
 from ..core.records import Tape
 from ..core.trees import tree_flatten, tree_map, tree_unflatten
-from ..core.warning_sites import located_warnings
+from ..runtime import run_pass
 from .forward import push_forward
 from .grad import pull_back, trace
 
@@ -76,14 +75,13 @@ class _Rerun:
         nums = tuple(i for i, x in enumerate(leaves) if _differentiable(x))
         out, inputs = trace(fn, tape, leaves, {}, nums)
         try:
-            with fewer_collections(), located_warnings():
-                adjoints = pull_back(tape, [out], [ybar])
+            adjoints = run_pass(False, pull_back, tape, [out], [ybar])
             if adjoints is None:
                 return [None] * len(leaves)
             nodes = [inputs[i][2][0] if i in inputs else None for i in range(len(leaves))]
             return [None if n is None else adjoints[n.pos] for n in nodes]
         finally:
-            tape.records.clear()
+            tape.release()
 
     @staticmethod
     def pushforward(fn: Callable, leaves: tuple, xdots: list) -> Any:
@@ -92,8 +90,7 @@ class _Rerun:
         try:
             return tape.tangent(out) if tape.owns(out) else None
         finally:
-            tape.records.clear()
-            tape.tangents.clear()
+            tape.release()
 
 
 _STREAMS = (np.random.Generator, np.random.RandomState)

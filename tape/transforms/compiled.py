@@ -40,7 +40,7 @@ from ..core.gradients import Gradients
 from ..core.recording import current, innermost_tape
 from ..core.records import Leaf, Tape
 from ..core.trees import tree_flatten, tree_unflatten
-from ..core.warning_sites import located_warnings
+from ..runtime import run_pass
 from .batching import Batched
 from .grad import (
     argnums_spec,
@@ -192,8 +192,7 @@ class CompiledGrad:
         if reason:
             return self._mismatch(args, kwargs, key, program, reason)
         try:
-            with located_warnings():  # NumPy's warnings at the caller's line, not the replay's
-                return program.run(leaves)
+            return run_pass(False, program.run, leaves)  # warnings at the caller's line
         except Changed as changed:
             return self._mismatch(args, kwargs, key, program, str(changed))
         except Exception:
@@ -369,7 +368,7 @@ class _Program:
             inputs, constants, grads = _number_leaves(tape, call_args, recorded, flat)
             program = cls(tape, out.pos if on_tape else None, value, inputs, constants, grads)
         finally:
-            tape.records.clear()  # break node <-> tape cycles; the program keeps plain values
+            tape.release()  # break node <-> tape cycles; the program keeps plain values
         program.key, program.nums, program.single = key, nums, single
         try:  # the first call's answer comes from the program itself
             program.first_result = program.run(flat)

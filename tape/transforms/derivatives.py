@@ -15,12 +15,11 @@ import numpy as np
 
 from sensitivities.registry import value_of
 
-from ..core.collector import fewer_collections
 from ..core.duck_arrays import is_duck_array
 from ..core.node import Node
 from ..core.records import Leaf, Tape
 from ..core.trees import tree_flatten, tree_leaves_like, tree_map, tree_unflatten
-from ..core.warning_sites import located_warnings
+from ..runtime import run_pass
 from .forward import ForwardTape, push_forward
 from .grad import (
     check_input,
@@ -159,8 +158,7 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple[Any, Any]:
         ys = [output_value(o, tape) for o in outs]
         ydots = [None if o is None else tape.tangent(o) for o in outs]  # None: None
     finally:
-        tape.records.clear()
-        tape.tangents.clear()
+        tape.release()
     if not batched:
         ydots = [None if t is None else t[0] for t in ydots]
     ydots = [None if t is None else _readable(_like(t, y)) for t, y in zip(ydots, ys)]
@@ -188,7 +186,7 @@ class _Pullback:
 
     def __del__(self) -> None:
         # break the tape <-> record cycles, so the memory goes back with the pullback
-        self.tape.records.clear()
+        self.tape.release()
 
     def __call__(self, ybar: Any) -> tuple:
         ybars = tree_leaves_like(ybar, self.out_def)
@@ -211,15 +209,13 @@ class _Pullback:
                 )
         # a rule may hand a cotangent on to an input's gradient: the caller's stays theirs
         ybars = [yb.copy() if type(yb) is np.ndarray else yb for yb in ybars]
-        with fewer_collections(), located_warnings():
-            adjoint = pull_back(self.tape, self.outs, ybars)
+        adjoint = run_pass(False, pull_back, self.tape, self.outs, ybars)
         return tuple(input_gradients(self.inputs, self.nums, adjoint))
 
 
 def _vjp(f, nums, args, kwargs):
     tape = Tape()
-    with fewer_collections(), located_warnings():  # records are freed with the pullback
-        out, inputs = trace(f, tape, args, kwargs, nums)
+    out, inputs = run_pass(False, trace, f, tape, args, kwargs, nums)
     outs, out_def = tree_flatten(out)
     y = tree_unflatten(out_def, [output_value(o, tape) for o in outs])
     return y, _Pullback(tape, outs, out_def, inputs, nums)
@@ -338,8 +334,7 @@ def _jacobian_fwd(f, nums, args, kwargs):
         outs, out_def = tree_flatten(out)
         ydots = [None if o is None else tape.tangent(o) for o in outs]
     finally:
-        tape.records.clear()
-        tape.tangents.clear()
+        tape.release()
     shapes = [np.shape(value_of(x)) for x in xs]
     jacs = [None if t is None else _blocks(t, sizes, np.shape(t)[1:], shapes) for t in ydots]
     return out_def, [
@@ -410,8 +405,7 @@ def _forward_over_pullback(pullback: _Pullback, cotangents: Any, out_def: Any, k
             ftape.seed(seeds[-1], t)
         return [ftape.tangent(g) for g in pullback(tree_unflatten(out_def, seeds))]
     finally:
-        ftape.records.clear()
-        ftape.tangents.clear()
+        ftape.release()
 
 
 def jacobian(f: Callable, argnums: int | Sequence[int] = 0, mode: str = "auto") -> Callable:

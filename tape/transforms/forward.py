@@ -31,14 +31,12 @@ import numpy as np
 from sensitivities import lift, registry
 from sensitivities.registry import function_name, value_of
 
-from ..core.collector import fewer_collections
-from ..core.conversions import converting
 from ..core.display import preview
 from ..core.errors import MissingRuleError
 from ..core.node import Node
 from ..core.recording import current
 from ..core.records import Branch, Leaf, Tape
-from ..core.warning_sites import located_warnings
+from ..runtime import run_pass
 from .grad import grad
 
 __all__ = ["ForwardTape"]
@@ -82,6 +80,11 @@ class ForwardTape(Tape):
             except BaseException:
                 self.records.pop()  # a failed call leaves no record
                 raise
+
+    def release(self) -> None:
+        """``Tape.release``, and the tangents with the records."""
+        super().release()
+        self.tangents.clear()
 
     def seed(self, node: Node, tangent: Any) -> None:
         """Set the tangent of ``node`` (a Leaf of this tape): shape ``(directions,) + shape``."""
@@ -224,7 +227,7 @@ def derived_pushforward(rules, i, y, xdot, vals, kwargs, k):
 def push_forward(f, args, kwargs, tangents, k):
     """Run ``f(*args, **kwargs)`` on a fresh forward tape with ``k`` directions, seeding a
     leaf for each of ``args`` whose tangent (shape ``(k,) + shape``) is not None.
-    Returns the output and the tape, which the caller clears when done with it."""
+    Returns the output and the tape, which the caller releases when done with it."""
     tape = ForwardTape(k)
     nodes = list(args)
     try:
@@ -232,10 +235,7 @@ def push_forward(f, args, kwargs, tangents, k):
             if t is not None:
                 nodes[i] = Leaf(tape, x)
                 tape.seed(nodes[i], t)
-        # records are freed by clearing the tape
-        with fewer_collections(), located_warnings(), converting():
-            return f(*nodes, **kwargs), tape
+        return run_pass(True, f, *nodes, **kwargs), tape
     except BaseException:
-        tape.records.clear()  # a failed call leaves no cycles behind
-        tape.tangents.clear()
+        tape.release()  # a failed call leaves no cycles behind
         raise

@@ -11,16 +11,15 @@ import numpy as np
 
 from sensitivities.registry import value_of
 
-from ..core.collector import fewer_collections
-from ..core.conversions import converting
 from ..core.duck_arrays import is_duck_array
 from ..core.gradients import Gradients
 from ..core.node import Node
 from ..core.recording import current
 from ..core.records import Leaf, Tape
 from ..core.reverse import ReverseTape, reverse_pass
+from ..core.reverse import propagate as _propagate
 from ..core.trees import tree_flatten, tree_unflatten
-from ..core.warning_sites import located_warnings
+from ..runtime import run_pass
 
 __all__ = [
     "grad",
@@ -38,6 +37,7 @@ __all__ = [
     "own_array",
     "split_aux",
     "output_value",
+    "propagate",
 ]
 
 
@@ -289,8 +289,7 @@ def trace(f: Callable, tape: Tape, args: tuple, kwargs: dict, nums: tuple) -> tu
     """
     try:
         args, inputs = record_inputs(f, tape, args, nums)
-        with converting():
-            return f(*args, **kwargs), inputs
+        return run_pass(True, f, *args, **kwargs), inputs
     except BaseException:
         tape.release()
         raise
@@ -389,15 +388,24 @@ def _forward_and_reverse(
             f"{who} needs at least one argument to differentiate {fname} with respect to"
         )
     tape = Tape()
-    # The collector keeps its slower pace until the records are freed by clearing the tape:
-    # back at its usual pace with the records still alive, it would scan them all at once.
-    with fewer_collections(), located_warnings():
-        try:
-            out, inputs = trace(f, tape, args, kwargs, nums)
-            value, grads, aux = _reverse(out, tape, inputs, nums, fname, who, has_aux)
-        finally:
-            tape.release()  # memory back at once; a node the caller keeps holds its value only
+    try:
+        value, grads, aux = run_pass(
+            False, _both_passes, f, tape, args, kwargs, nums, fname, who, has_aux
+        )
+    finally:
+        tape.release()  # memory back at once; a node the caller keeps holds its value only
     return value, (grads[0] if single else Gradients(grads)), aux
+
+
+def _both_passes(f, tape, args, kwargs, nums, fname, who, has_aux):
+    out, inputs = trace(f, tape, args, kwargs, nums)
+    return _reverse(out, tape, inputs, nums, fname, who, has_aux)
+
+
+def propagate(tape: Tape, rtape: ReverseTape, *, free: bool = False) -> ReverseTape:
+    """The reverse pass of a tape built by hand (``tape.core.reverse.propagate``), run as
+    a pass: the rules' NumPy warnings are told at the caller's line."""
+    return run_pass(False, _propagate, tape, rtape, free=free)
 
 
 def _reverse(out, tape, inputs, nums, fname, who, has_aux):

@@ -15,7 +15,7 @@ from sensitivities.registry import value_of
 
 from ..core.mutation import sealed
 from ..core.node import Node
-from ..core.observing import rewrite, unobserve
+from ..core.observing import hold, rewriting, unhold
 from ..core.records import Branch, Tape
 from ..core.trees import tree_flatten, tree_unflatten
 from .batched import owner_of
@@ -231,13 +231,17 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = Fal
                 ins.append(Batched(leaf, level))  # what batch_in does with it, directly
             else:
                 ins.append(batch_in(leaf, axis % np.ndim(value_of(leaf)), level))
-        token = rewrite(_Broadcaster(level, size))
-        report_token = reporting.set(report or reporting.get())
+        broadcaster, rewriters, reports = _Broadcaster(level, size), rewriting.get(), reporting.get()
+        hold()
         try:
+            rewriting.set((broadcaster,) + rewriters)
+            reporting.set(report or reports)
             out = f(*tree_unflatten(treedef, ins), **kwargs)
         finally:
-            reporting.reset(report_token)
-            unobserve(token)
+            # each put back by the first call of its statement: a signal cannot land before
+            rewriting.set(rewriters)
+            reporting.set(reports)
+            unhold()
         outs, out_def = tree_flatten(out)
         oaxes = _axes_tree(out_axes, out, "out_axes", out_def, len(outs))
         results = []

@@ -156,4 +156,8 @@ def test_other_warnings_pass_through_during_a_pass():
         (HERE, line_of("INSTANCE_LINE"), DeprecationWarning, "an instance"),
         (HERE, line_of("CALLER_LINE"), UserWarning, "to the caller"),
     ]
-    assert warnings.warn is _warnings.warn  # Python's own again after the pass
+    # the wrapper kept after the first pass: Python's own, named as Python's own, outside
+    assert getattr(warnings.warn, "__wrapped__", warnings.warn) is _warnings.warn
+    assert warnings.warn.__module__ == "warnings" and warnings.warn.__name__ == "warn"
+    outside = caught(lambda: warnings.warn("outside", UserWarning))  # OUTSIDE_LINE
+    assert [(w.filename, w.lineno) for w in outside] == [(HERE, line_of("OUTSIDE_LINE"))]

@@ -1,14 +1,16 @@
 """NumPy's floating-point warnings (divide by zero, invalid value, overflow), told at the
-line of the user's code that caused them, as plain NumPy tells them.
+line of the user's code that caused them, as often as plain NumPy tells them.
 
 NumPy warns from the innermost Python frame, which under ``tape`` is the engine's
-(``tape/core/recording.py``) or a rule's (``sensitivities/elementwise.py``). Around a
-transform's passes (``grad``, ``vjp``, ``jvp``, ``propagate``, a compiled replay),
-``located_warnings`` switches NumPy's ``"warn"`` mode to ``"log"``, which hands the
-message to ``_Teller.write`` instead; it warns again from the first frame outside
-``tape`` and the rules, adding, for a warning of the reverse pass, the record whose rule
-raised it. Nothing runs unless NumPy warns: entering costs one context-variable lookup.
-Modes the user set to anything else (``"ignore"``, ``"raise"``, ``"call"``) are kept.
+(``tape/core/recording.py``) or a rule's (``sensitivities/elementwise.py``). While a pass
+runs (``passes.run_pass``), NumPy's ``"warn"`` modes are ``"log"`` modes, which hand
+the message to ``_Teller.write`` instead; it warns again from the first frame outside
+``tape`` and the rules, with that module's registry, so that a line warns once, as under
+plain NumPy. A warning of the reverse pass adds the record whose rule raised it, by
+function and position (never by value, so that it repeats as NumPy's does). Modes the
+user set to anything else (``"ignore"``, ``"raise"``, ``"call"``) are kept; a setting
+the program makes inside the pass (``np.seterr``) is the program's after it
+(``theirs``).
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from typing import Any
 import numpy as np
 
 import sensitivities
+from sensitivities.registry import function_name
 
-from .errors import describe
+from ..core.reverse import record_running_in
 
-__all__ = ["located_warnings", "warn"]
+__all__ = ["warn", "ours", "theirs", "extobj"]
 
 # the files of tape (engine, transforms and tools) and of the rules, and the code a
 # compiled gradient generates
@@ -99,70 +102,78 @@ def _users_frame(frame: Any) -> tuple[Any, str]:
 
 def _reverse_pass_record(frame: Any) -> str:
     """For a frame of the reverse pass's loop, which record's rule was running, else ''."""
-    code = frame.f_code  # the reverse pass's loop (tape.core.reverse imports this module)
-    if code.co_name != "reverse_pass" or not code.co_filename.endswith("reverse.py"):
+    node = record_running_in(frame)
+    if node is None:
         return ""
-    records, pos = frame.f_locals.get("records"), frame.f_locals.get("pos")
-    if records is None or not 0 <= pos < len(records):
-        return ""
-    node = records[pos]
-    text = f", in the reverse pass, in a sensitivity rule of record {describe(node)}"
-    if not node.tape.sites:
+    text = (
+        f", in the reverse pass, in a sensitivity rule of record [{node.pos}] "
+        f"f={function_name(node.f)}"
+    )
+    site = node.tape.sites.get(node.pos) if node.tape.sites else None
+    if site is not None:
+        text += f'\n  recorded at File "{site[0]}", line {site[1]}, in {site[2]}'
+    elif not node.tape.sites:
         text += "\n  (under `with tape.debug():` every record keeps the line that made it)"
     return text
+
+
+_STATES: dict = {}  # the user's error state -> ours, or None to keep it (few: NumPy's default)
+
+
+def ours(state: Any) -> Any:
+    """The error state a pass runs under, given the program's ``state`` (NumPy's
+    ``_extobj_contextvar`` value): its ``"warn"`` modes logged to the teller; None where
+    there is nothing to change (no ``"warn"`` mode, or the user's own ``"call"`` or
+    ``"log"`` handler, or ours already)."""
+    try:
+        return _STATES[state]
+    except KeyError:
+        pass
+    modes, result = _read(state), None
+    logged = {kind: "log" for kind, mode in modes.items() if mode == "warn"}
+    if logged and not any(mode in _LOUD for mode in modes.values()):
+        result = _made(state, call=_TELLER, **logged)
+    if len(_STATES) > 64:
+        _STATES.clear()
+    _STATES[state] = result
+    return result
+
+
+def theirs(state: Any) -> Any:
+    """``state``, a setting made inside a pass on top of ours, as the program means it:
+    the modes we log to the teller back to ``"warn"``, without the teller."""
+    token = extobj.set(state)
+    try:
+        if np.geterrcall() is not _TELLER:
+            return state
+    finally:
+        extobj.reset(token)
+    warned = {kind: "warn" for kind, mode in _read(state).items() if mode == "log"}
+    return _made(state, call=None, **warned)
+
+
+def _read(state: Any) -> dict:
+    token = extobj.set(state)
+    try:
+        return np.geterr()
+    finally:
+        extobj.reset(token)
+
+
+def _made(state: Any, **changes: Any) -> Any:
+    """``state`` with ``changes`` (NumPy makes a state from the one in force)."""
+    token = extobj.set(state)
+    try:
+        return _make_extobj(**changes)
+    finally:
+        extobj.reset(token)
 
 
 _TELLER = _Teller()
 _LOUD = ("call", "log")
 
-try:  # NumPy 2 keeps the error state in a context variable: read and set it directly
-    from numpy._core._ufunc_config import _extobj_contextvar
+try:  # NumPy 2 keeps the error state in a context variable, which a pass sets and resets
+    from numpy._core._ufunc_config import _extobj_contextvar as extobj
     from numpy._core.umath import _make_extobj
-except ImportError:  # pragma: no cover (NumPy 1)
-    _extobj_contextvar = None
-
-
-def _told_by_teller() -> Any:
-    """The error state to use in place of the current one, or None to keep it."""
-    modes = np.geterr()
-    if any(mode in _LOUD for mode in modes.values()):
-        return None  # the user's own handler: left alone
-    logged = {kind: "log" for kind, mode in modes.items() if mode == "warn"}
-    if not logged:
-        return None
-    if _extobj_contextvar is None:  # pragma: no cover
-        return np.errstate(call=_TELLER, **logged)
-    return _make_extobj(call=_TELLER, **logged)
-
-
-_STATES: dict = {}  # the user's error state -> ours (few: NumPy's default, mostly)
-
-
-class located_warnings:
-    """Context manager: NumPy's floating-point warnings inside it are told at the user's
-    line (see the module's docstring)."""
-
-    __slots__ = ("token",)
-
-    def __enter__(self) -> None:
-        if _extobj_contextvar is None:  # pragma: no cover
-            self.token = _told_by_teller()
-            if self.token is not None:
-                self.token.__enter__()
-            return
-        state = _extobj_contextvar.get()
-        try:
-            ours = _STATES[state]
-        except KeyError:
-            if len(_STATES) > 64:
-                _STATES.clear()
-            ours = _STATES[state] = _told_by_teller()
-        self.token = None if ours is None else _extobj_contextvar.set(ours)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.token is None:
-            return
-        if _extobj_contextvar is None:  # pragma: no cover
-            self.token.__exit__(*exc)
-        else:
-            _extobj_contextvar.reset(self.token)
+except ImportError:  # pragma: no cover (NumPy 1: warnings are told where NumPy tells them)
+    extobj = None
