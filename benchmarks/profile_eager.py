@@ -24,9 +24,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 import workloads as w  # noqa: E402
+from tape.core.collector import fewer_collections  # noqa: E402
 
 import tape  # noqa: E402
-from tape.core.collector import fewer_collections  # noqa: E402
 
 
 def cases(n_matmul):

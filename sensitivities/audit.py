@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import implementation_of, lookup
+from .registry import canonical, implementation_of, lookup
 
 MODULES = (np, np.linalg, np.fft, np.lib.stride_tricks)
 
@@ -92,13 +92,14 @@ def public_callables() -> list:
             prefix = {np: "np", np.linalg: "np.linalg", np.fft: "np.fft"}.get(
                 module, "np.lib.stride_tricks"
             )
-            found.setdefault(f"{prefix}.{name}", f)
+            found.setdefault(f"{prefix}.{name}", canonical(f))
     return list(found.items())
 
 
 def classify(name: str, f) -> tuple[str, str]:
     """``(kind, detail)``: kind one of rule, implementation, entered, converted,
     non-differentiable, unsupported, or unclassified (which the coverage test refuses)."""
+    f = canonical(f)
     rules = lookup(f)
     if implementation_of(f) is not None:
         return "implementation", ""

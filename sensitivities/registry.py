@@ -208,7 +208,19 @@ def _value_type(v: Any) -> type:
     return type(value_of(v))
 
 
+def canonical(f: Any) -> Any:
+    """``f``, or the function it stands for where ``f`` is a wrapper that a layer above
+    installed in NumPy's place (``tape.runtime.conversions`` marks them ``__stands_for__``):
+    rules are registered and found under NumPy's own function.
+
+    >>> canonical(np.sin) is np.sin
+    True
+    """
+    return getattr(f, "__stands_for__", f)
+
+
 def _rules_for(f: Any, module: str = "") -> Rules:
+    f = canonical(f)
     rules = _registry.get(f)
     if rules is None:
         rules = _registry[f] = Rules(f)
@@ -224,7 +236,7 @@ lookup: Callable[[Any], Rules | None] = _registry.get
 
 def implementation_of(f: Any) -> Callable | None:
     """The NumPy-level implementation registered with ``implementation(f)``, or None."""
-    return _implementations.get(f)
+    return _implementations.get(canonical(f))
 
 
 def registered_functions() -> list:
@@ -621,7 +633,7 @@ def implementation(f: Any) -> Callable[[Callable], Callable]:
     """
 
     def register(impl: Callable) -> Callable:
-        _implementations[f] = impl
+        _implementations[canonical(f)] = impl
         return impl
 
     return register

@@ -48,9 +48,9 @@ from .core.gradients import Gradients
 from .core.node import Node
 from .core.records import Branch, Leaf, Tape
 from .core.reverse import ReverseTape, reverse_tape
+from .core.trees import ravel, tree_flatten, tree_map, tree_unflatten
 from .runtime import library_code
 from .scipy import redirect  # noqa: F401  (SciPy's functions meeting nodes go to tape.scipy)
-from .core.trees import ravel, tree_flatten, tree_map, tree_unflatten
 from .tools import graph  # noqa: F401  (fills in Tape.to_dot, Tape.draw, a notebook's picture)
 from .tools.checking import check_grad
 from .tools.debugging import debug, detect_anomaly, recorded_at

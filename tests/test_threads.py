@@ -1,7 +1,6 @@
 """Gradients in several threads at once equal the sequential ones; failures leave nothing
 behind. References are analytic derivatives. (That debug modes are per thread is tested in
-tests/tape/tools/test_debugging.py, the collector's counted pause in
-tests/tape/core/test_collector.py.)"""
+tests/tape/tools/test_debugging.py.)"""
 
 import gc
 from concurrent.futures import ThreadPoolExecutor
@@ -63,7 +62,7 @@ def test_failures_in_threads_leave_no_state():
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(bad, range(12)))
     assert results == [pytest.approx(np.cos(0.5))] * 12
-    assert gc.isenabled() and tape.core.collector._passes == 0
+    assert gc.isenabled() and not tape.runtime.conversions.converting_threads
 
 
 def test_threads_that_first_meet_scipy_at_once_find_its_rules():

@@ -16,7 +16,7 @@ The engine (``tape.core``) never imports this layer; it lends it two hooks throu
 collector setting and no name is ever changed and put back.
 """
 
-from .conversions import is_converting, library_code
+from .conversions import is_converting, library_code, on_scan, wrap, wrap_method
 from .passes import run_pass
 
-__all__ = ["run_pass", "library_code", "is_converting"]
+__all__ = ["run_pass", "library_code", "is_converting", "wrap", "wrap_method", "on_scan"]

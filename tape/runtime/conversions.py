@@ -48,6 +48,7 @@ from sensitivities.registry import value_of
 
 from ..core.errors import passed_to_compiled
 from ..core.recording import Record, extend, innermost_tape
+from .warning_sites import extobj, theirs
 from .warning_sites import warn as located_warn
 
 __all__ = [
@@ -55,8 +56,8 @@ __all__ = [
     "wrap", "wrap_method", "on_scan", "explain",
 ]  # fmt: skip
 
-# thread id -> forward passes open in it that convert; a thread is absent when it runs
-# none, so that a wrapper outside any pass pays one truth test of an empty dict. Only
+# thread id -> forward passes open in it that convert; a thread that runs none is absent
+# (or 0), so that a wrapper outside any pass pays one truth test of an empty dict. Only
 # ``passes.run_pass`` changes it, with single stores that a signal cannot split.
 converting_threads: dict[int, int] = {}
 _switch: ContextVar[bool] = ContextVar("tape_library_code", default=True)
@@ -72,13 +73,16 @@ _kept = _Kept()
 
 def is_converting() -> bool:
     """Whether conversions meeting nodes in this thread become recorded calls now."""
-    return _ident() in converting_threads and _switch.get()
+    return converting_threads.get(_ident(), 0) > 0 and _switch.get()
 
 
 def _forget_other_threads() -> None:
     # a child of fork has one thread: another's entry would be taken by a new thread
-    # that got its id, and the forking thread's pass is not the child's to finish
+    # that got its id, and the forking thread's pass is not the child's to finish; nor
+    # is the pass's error state (a pool's worker forked inside f lives on in it)
     converting_threads.clear()
+    if extobj is not None:
+        extobj.set(theirs(extobj.get()))
 
 
 if hasattr(os, "register_at_fork"):
@@ -162,9 +166,6 @@ def _node_as_array(node: Any, dtype: Any, copy: Any, ndmin: int) -> Any:
     """``np.array(node, dtype, copy=copy, ndmin=ndmin)``: the node itself, or a recorded
     cast, reshape or copy of it (a copy, so that a write to it leaves the node alone)."""
     fresh = False
-    if not hasattr(value_of(node), "shape"):  # a Python or NumPy scalar: a 0-d array, as
-        node = np.reshape(node, ())  # NumPy makes it, so that x[()] and x[mask] = 0 work
-        fresh = True
     if dtype is not None:
         target = np.dtype(dtype)
         if target.kind == "O":
@@ -178,6 +179,10 @@ def _node_as_array(node: Any, dtype: Any, copy: Any, ndmin: int) -> Any:
                 )  # as NumPy says it
             node = astype(node, target)
             fresh = True
+    if isinstance(value_of(node), (float, complex, np.generic)):
+        # a Python or NumPy scalar: a 0-d array, as NumPy makes it (x[()], x[mask] = 0)
+        node = np.reshape(np.atleast_1d(node), ())  # (a NumPy scalar reshapes to a scalar)
+        fresh = True
     if np.ndim(node) < ndmin:
         node = np.reshape(node, (1,) * (ndmin - np.ndim(node)) + np.shape(node))
     if copy and not fresh:
@@ -228,26 +233,8 @@ def _held(a: Any) -> bool:
     return (type(a) is list or type(a) is tuple) and innermost_tape(a) is not None
 
 
-def _like(original: Callable, args: tuple, kwargs: dict) -> Any:
-    """``original(*args, **kwargs)`` with ``like=``, dispatched as NumPy does, but handing
-    the array's ``__array_function__`` NumPy's own function: NumPy would look the function
-    up by name on the numpy module, and find the wrapper there."""
-    like = kwargs["like"]
-    handler = getattr(type(like), "__array_function__", None)
-    if type(like) is not _ndarray and handler is not None:
-        rest = {k: v for k, v in kwargs.items() if k != "like"}
-        result = handler(like, original, (type(like),), args, rest)
-        if result is not NotImplemented:
-            return result
-    return original(*args, **kwargs)
-
-
-def _dtype(args: tuple, kwargs: dict) -> Any:
-    return args[0] if args else kwargs.get("dtype")
-
-
 # Each wrapper hands its arguments on exactly as it got them: NumPy's own function then
-# sees the very call (a like= argument dispatches on what it names).
+# sees the very call.
 
 
 def _argument(args: tuple, kwargs: dict, index: int, name: str) -> Any:
@@ -255,7 +242,7 @@ def _argument(args: tuple, kwargs: dict, index: int, name: str) -> Any:
 
 
 def _recording() -> bool:
-    return _ident() in converting_threads and _switch.get()
+    return converting_threads.get(_ident(), 0) > 0 and _switch.get()
 
 
 def _conversion(original: Callable, name: str, copy: Any, ndmin: int) -> Callable:
@@ -269,11 +256,9 @@ def _conversion(original: Callable, name: str, copy: Any, ndmin: int) -> Callabl
             if type(a) is not _ndarray and _held(a):
                 dtype = _argument(args, kwargs, 1, "dtype")
                 return _converted(a, dtype, kwargs.get("copy", copy), kwargs.get("ndmin", ndmin))
-        if kwargs:
-            if kwargs.get("like") is not None:
-                return _like(original, args, kwargs)
-            return original(*args, **kwargs)
-        return original(*args)
+        # (with like=, NumPy hands the array's __array_function__ numpy.asarray as the
+        # program sees it: this wrapper, which it may call again without like=)
+        return original(*args, **kwargs) if kwargs else original(*args)
 
     return wrapper
 
@@ -298,8 +283,6 @@ def _full(*args, **kwargs):
             probe = _ORIGINAL_FULL(*plain_args, **plain)  # NumPy's errors
             fill = _converted(fill_value, probe.dtype)
             return np.zeros(probe.shape, probe.dtype) + fill  # a fresh node, writable in place
-    if kwargs and kwargs.get("like") is not None:
-        return _like(_ORIGINAL_FULL, args, kwargs)
     return _ORIGINAL_FULL(*args, **kwargs)
 
 
@@ -349,6 +332,7 @@ def _like_original(wrapper: Callable, original: Callable, module: str | None = N
     """``wrapper`` with ``original``'s name, documentation and signature; ``module``: where
     it is found by its name, so that pickle finds this very object there."""
     functools.update_wrapper(wrapper, original)
+    wrapper.__stands_for__ = original  # (the rules registry's key: sensitivities.registry)
     if module is not None:
         wrapper.__module__ = module
     return wrapper
@@ -358,7 +342,8 @@ def wrap(original: Callable, wrapper: Callable, module: str | None = None) -> No
     """From the next pass on, ``wrapper`` stands for ``original`` in every loaded module
     that binds it by its name (but SciPy's private modules, for a function that is not
     NumPy's). ``wrapper`` must call ``original`` unless this thread records."""
-    _WRAPPERS[id(original)] = (original, original.__name__, _like_original(wrapper, original, module))
+    wrapper = _like_original(wrapper, original, module)
+    _WRAPPERS[id(original)] = (original, original.__name__, wrapper)
 
 
 def wrap_method(owner: type, name: str, wrapper: Callable) -> None:

@@ -10,11 +10,12 @@ raises, Ctrl-C and any signal handler's exception included:
   recorded in this thread (``conversions``; wrappers installed once, stateless).
 
 Nothing else in the process is touched: no signal handler, no collector setting, no name
-put back. The two changes are single stores: the thread's entry in
+put back. The two changes are single operations: the thread's count in
 ``conversions.converting_threads`` and NumPy's context variable. Each is made inside the
-``try`` and undone by the first call of its ``finally``, so a signal that lands at any
-instruction finds the state either unchanged or undone: Python runs a signal's handler
-only between instructions that call, and the undoing call completes before it can.
+``try``, and the ``finally`` undoes them with a store and then its first call, so a signal
+that lands at any instruction finds the state either unchanged or undone: Python runs a
+signal's handler only after an instruction that calls (or at a function's start), and
+the undoing call completes before it can.
 A setting the body makes (``np.seterr`` inside ``f``) stays, as it does without tape.
 """
 
@@ -60,13 +61,13 @@ def run_pass(convert: bool, body: Callable, /, *args: Any, **kwargs: Any) -> Any
                 raise explained from error
         raise
     finally:
-        # each undoing is the first call of its statement: a signal cannot land before it
-        if open_here:
-            converting_threads[ident] = open_here
-        elif convert:
-            converting_threads.pop(ident, None)
+        # the first undoing a store and the second the first call: a signal cannot land
+        # before either (Python runs a handler only after an instruction that calls)
+        converting_threads[ident] = open_here
         if inner is not None:
             _keep_their_setting(extobj.set(outer).old_value, inner)
+        if not open_here:
+            converting_threads.pop(ident, None)  # (a 0 left by a signal here is harmless)
 
 
 def _keep_their_setting(inside: Any, inner: Any) -> None:

@@ -26,8 +26,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..core.recording import innermost_tape
-from ..runtime.conversions import is_converting, on_scan, wrap, wrap_method
+from sensitivities.registry import holds_node
+
+from ..runtime import is_converting, on_scan, wrap, wrap_method
 
 __all__ = ["COUNTERPARTS"]
 
@@ -41,9 +42,7 @@ _done = False
 
 
 def _meets_node(args: tuple, kwargs: dict) -> bool:
-    return is_converting() and (
-        innermost_tape(args) is not None or innermost_tape(tuple(kwargs.values())) is not None
-    )
+    return is_converting() and (holds_node(args) or holds_node(tuple(kwargs.values())))
 
 
 def _counterpart(original: Callable, ours: Callable) -> Callable:

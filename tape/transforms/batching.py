@@ -179,6 +179,8 @@ class Batched(BatchedBase):
         return _loop(call, inputs, kwargs, level)
 
     def __array_function__(self, func: Callable, types: Any, args: tuple, kwargs: dict) -> Any:
+        # (like= hands numpy.asarray as the program sees it: the runtime's wrapper)
+        func = getattr(func, "__stands_for__", func)
         if len(args) == 1 and args[0] is self and func in _UFUNC_REDUCTIONS:
             reduce, keywords = _UFUNC_REDUCTIONS[func]  # np.sum(x), np.max(x, axis=-1)
             if kwargs.keys() <= keywords:

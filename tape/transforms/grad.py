@@ -404,7 +404,14 @@ def _both_passes(f, tape, args, kwargs, nums, fname, who, has_aux):
 
 def propagate(tape: Tape, rtape: ReverseTape, *, free: bool = False) -> ReverseTape:
     """The reverse pass of a tape built by hand (``tape.core.reverse.propagate``), run as
-    a pass: the rules' NumPy warnings are told at the caller's line."""
+    a pass: the rules' NumPy warnings are told at the caller's line.
+
+    >>> from tape import Tape, Leaf, reverse_tape, propagate
+    >>> t = Tape()
+    >>> x = Leaf(t, 3.0)
+    >>> propagate(t, reverse_tape(x * x))[x]
+    6.0
+    """
     return run_pass(False, _propagate, tape, rtape, free=free)
 
 

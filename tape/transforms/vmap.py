@@ -231,7 +231,8 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, *, report: bool = Fal
                 ins.append(Batched(leaf, level))  # what batch_in does with it, directly
             else:
                 ins.append(batch_in(leaf, axis % np.ndim(value_of(leaf)), level))
-        broadcaster, rewriters, reports = _Broadcaster(level, size), rewriting.get(), reporting.get()
+        broadcaster = _Broadcaster(level, size)
+        rewriters, reports = rewriting.get(), reporting.get()
         hold()
         try:
             rewriting.set((broadcaster,) + rewriters)

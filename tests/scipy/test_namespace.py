@@ -51,12 +51,14 @@ def test_the_package_loads_its_modules_lazily():
 
 
 def test_the_public_face_imports_no_engine_module():
+    # the redirection of SciPy's functions talks to the runtime layer's public face only
     for path in (ROOT / "tape" / "scipy").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level == 0:
                 assert not (node.module or "").startswith("tape"), (path.name, node.module)
             if isinstance(node, ast.ImportFrom) and node.level > 1:
-                raise AssertionError(f"{path.name} reaches into tape's engine")
+                allowed = (path.name, node.level, node.module) == ("redirect.py", 2, "runtime")
+                assert allowed, f"{path.name} reaches into tape's engine"
 
 
 def test_importing_tape_does_not_import_scipy_signal():

@@ -85,7 +85,8 @@ def test_minimize_of_a_quadratic_is_its_closed_form():
     b = np.array([1.0, 2.0])
     w = np.array([1.0, -2.0])
     res = quadratic_minimiser(A, b)
-    assert isinstance(res, so.OptimizeResult) and res.success
+    # (BFGS may stop at tol=1e-12 with "precision loss", status 2, on some BLAS builds)
+    assert isinstance(res, so.OptimizeResult) and res.status in (0, 2)
     np.testing.assert_allclose(res.x, np.linalg.solve(A, b), atol=1e-7)
     # x = A^-1 b: d(w.x)/db = A^-T w; d(w.x)/dA (the objective sees (A + A')/2) symmetrised
     x, lam = np.linalg.solve(A, b), np.linalg.solve(A.T, w)

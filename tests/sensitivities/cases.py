@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sensitivities.registry import canonical
 from tape import Leaf, Tape
 from tests.fd import check_grads
 
@@ -28,6 +29,10 @@ class Case:
     rtol: float = 1e-5
     atol: float = 1e-6
     name: str = field(default="")
+
+    def __post_init__(self) -> None:
+        # NumPy's function where a name was read after the runtime wrapped it
+        object.__setattr__(self, "registered", canonical(self.registered))
 
     @property
     def id(self) -> str:

@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TAPE = ROOT / "tape"
-LAYERS = ("core", "transforms", "tools")
+LAYERS = ("core", "runtime", "transforms", "tools")
 MAX_CODE_LINES = 600
 
 # Over the limit without a comment naming the speed their size buys: vmap's interpreter
@@ -85,9 +85,15 @@ def violations(path: Path) -> list[str]:
             continue
         if layer == "core" and reached != "core":
             bad.append(f"{where}: the engine imports {target} (core imports no layer above)")
+        elif layer == "runtime" and reached not in ("core", "runtime"):
+            bad.append(f"{where}: the runtime imports {target} (core and runtime only)")
         elif layer == "transforms":
-            if reached not in ("core", "transforms"):
-                bad.append(f"{where}: a transform imports {target} (core and transforms only)")
+            if reached not in ("core", "runtime", "transforms"):
+                bad.append(
+                    f"{where}: a transform imports {target} (core, runtime and transforms only)"
+                )
+            elif reached == "runtime" and target != "tape.runtime":
+                bad.append(f"{where}: a transform enters the runtime other than by tape.runtime")
             elif (
                 reached == "transforms"
                 and target != _name(path)

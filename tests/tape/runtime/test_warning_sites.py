@@ -159,5 +159,5 @@ def test_other_warnings_pass_through_during_a_pass():
     # the wrapper kept after the first pass: Python's own, named as Python's own, outside
     assert getattr(warnings.warn, "__wrapped__", warnings.warn) is _warnings.warn
     assert warnings.warn.__module__ == "warnings" and warnings.warn.__name__ == "warn"
-    outside = caught(lambda: warnings.warn("outside", UserWarning))  # OUTSIDE_LINE
+    outside = caught(lambda: warnings.warn("outside", UserWarning, stacklevel=1))  # OUTSIDE_LINE
     assert [(w.filename, w.lineno) for w in outside] == [(HERE, line_of("OUTSIDE_LINE"))]
