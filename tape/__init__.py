@@ -17,7 +17,7 @@ The package is three layers over the rules, each importing only the layers below
   in, core offers a documented hook that the layer above fills in: ``Tape.add`` and
   ``Tape.plain`` (overridden by a transform's tape), the context's observer
   (``core.observing``), ``core.records.PICTURES`` (filled by ``tools.graph``) and
-  ``core.conversions.SCIPY_COUNTERPARTS`` (filled below, for ``tape.scipy``).
+  the runtime's ``wrap`` (used by ``tape.scipy.redirect``).
 - ``tape.transforms``: what turns a function into another one. ``grad`` and
   ``value_and_grad`` (``grad``), ``vjp``/``jvp``/``jacobian``/``hessian``/``hvp``
   (``derivatives``), ``checkpoint``/``stop_gradient`` (``checkpoint``), forward mode
