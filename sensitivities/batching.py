@@ -58,6 +58,13 @@ __all__ = [
 _batching: dict[Any, tuple[Callable, bool]] = {}
 
 
+def _rows(x):
+    """``x`` as one row per example, ``(batch, example size)``: also for a batch of no
+    examples, where ``-1`` cannot be solved for."""
+    shape = np.shape(x)
+    return np.reshape(x, (shape[0], math.prod(shape[1:])))
+
+
 def batching(*fs: Any, arrays: bool = False) -> Callable[[Callable], Callable]:
     """Register the batching rule of each of ``fs`` (see the module docstring)."""
     for f in fs:
@@ -301,7 +308,7 @@ def along_axis(f: Callable, default: Any = None, flattens: bool = False) -> Call
         axis = rest.pop(0) if given else kwargs.pop("axis", default)
         ndim = np.ndim(x) - 1
         if axis is None and flattens:
-            x, axis = np.reshape(x, (np.shape(x)[0], -1)), 1
+            x, axis = _rows(x), 1
         else:
             axis = shifted_axis(axis, ndim)
         return f(x, axis, *rest, **kwargs) if given else f(x, axis=axis, **kwargs)
@@ -426,8 +433,8 @@ def _ravel(args, batched, **kwargs):
     order = args[1] if len(args) > 1 else kwargs.get("order", "C")
     if order not in ("C", "A", "K") or len(args) + len(kwargs) > 2 or type(a) is not np.ndarray:
         return NotImplemented
-    data = np.reshape(a, (a.shape[0], -1))
-    if data.base is not None:  # a view of the batch: where NumPy copies each example, a copy
+    data = _rows(a)
+    if data.base is not None and len(a):  # a view: where NumPy copies each example, a copy
         example = a[0]
         if not example.flags.c_contiguous and not np.may_share_memory(
             np.ravel(example, order), example
@@ -459,7 +466,7 @@ def _joined(f: Callable, stacking: bool) -> Callable:
         n = _size(arrays, of_arrays)
         axis = bound.arguments.get("axis", 0)
         if axis is None and not stacking:
-            arrays = [np.reshape(a, (n, -1)) if flag else np.ravel(a)
+            arrays = [_rows(a) if flag else np.ravel(a)
                       for a, flag in zip(arrays, of_arrays)]  # fmt: skip
             axis = 0
         ndim = max(_rank(a, flag) for a, flag in zip(arrays, of_arrays))
@@ -579,8 +586,8 @@ def _outer(args, batched, **kwargs):
     if len(args) != 2 or kwargs:
         return NotImplemented
     (a, b), (fa, fb) = args, batched
-    a = np.reshape(a, (np.shape(a)[0], -1, 1)) if fa else np.reshape(a, (-1, 1))
-    b = np.reshape(b, (np.shape(b)[0], 1, -1)) if fb else np.reshape(b, (1, -1))
+    a = _rows(a)[:, :, None] if fa else np.reshape(a, (-1, 1))
+    b = _rows(b)[:, None, :] if fb else np.reshape(b, (1, -1))
     if np.ndim(a) != np.ndim(b):
         a, b = (a[None], b) if np.ndim(a) < np.ndim(b) else (a, b[None])
     product = outer_product(a, b)  # per-example gradients of x @ W: by einsum
@@ -664,6 +671,6 @@ def _norm(args, batched, **kwargs):
         if ord is None:
             if keepdims:
                 return NotImplemented
-            return np.linalg.norm(np.reshape(x, (np.shape(x)[0], -1)), axis=1)
+            return np.linalg.norm(_rows(x), axis=1)
         axis = tuple(range(ndim))
     return np.linalg.norm(x, ord=ord, axis=shifted_axis(axis, ndim), keepdims=keepdims)

@@ -99,8 +99,7 @@ class Node(Record, ArraySurface):
         return apply(bound, inputs, kwargs)
 
     def __array_function__(self, func: Callable, types: Any, args: tuple, kwargs: dict) -> Any:
-        # (like= hands numpy.asarray as the program sees it: the runtime's wrapper)
-        return apply(getattr(func, "__stands_for__", func), args, kwargs)
+        return apply(func, args, kwargs)
 
     # a primitive (sensitivities.registry.primitive) hands a call that meets a node here
     __record_call__ = staticmethod(record_primitive)

@@ -311,6 +311,8 @@ def _unrecorded(f: Any, tape: Any, rules: Any, args: tuple, kwargs: dict | None)
     if rules is None:
         if registry.load_deferred():  # SciPy's rules, registered on the first miss
             return apply(f, args, kwargs)
+        if registry.canonical(f) is not f:  # like= hands the runtime's wrapper of NumPy's
+            return apply(registry.canonical(f), args, kwargs)
         return enter(f, tape, args, kwargs or {})
     if rules.nondiff:
         for keyword, position in rules.guarded:

@@ -53,7 +53,7 @@ from .warning_sites import warn as located_warn
 
 __all__ = [
     "converting_threads", "is_converting", "library_code", "stacked", "install",
-    "wrap", "wrap_method", "on_scan", "explain",
+    "wrap", "wrap_method", "on_scan", "explain", "forget_sites",
 ]  # fmt: skip
 
 # thread id -> forward passes open in it that convert; a thread that runs none is absent
@@ -87,6 +87,11 @@ def _forget_other_threads() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_other_threads)
+
+
+def forget_sites() -> None:
+    """Start this thread's list of the lines that kept a node (a new outermost pass)."""
+    _kept.sites = []
 
 
 def explain(error: BaseException) -> BaseException | None:

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import conversions
-from .conversions import _ident, converting_threads, install
+from .conversions import _ident, converting_threads, explain, forget_sites, install
 from .warning_sites import extobj, ours, theirs
 
 __all__ = ["run_pass"]
@@ -45,7 +44,7 @@ def run_pass(convert: bool, body: Callable, /, *args: Any, **kwargs: Any) -> Any
     if convert:
         if open_here == 0:
             install()  # wraps the names of modules loaded since the last pass
-            conversions._kept.sites = []
+            forget_sites()
     outer = extobj.get() if extobj is not None else None
     inner = ours(outer) if extobj is not None else None
     try:
@@ -56,7 +55,7 @@ def run_pass(convert: bool, body: Callable, /, *args: Any, **kwargs: Any) -> Any
         return body(*args, **kwargs)
     except BaseException as error:
         if convert and open_here == 0:
-            explained = conversions.explain(error)
+            explained = explain(error)
             if explained is not None:
                 raise explained from error
         raise

@@ -40,7 +40,7 @@ from sensitivities.batching import (
     matmul_rule,
     outer_product,
 )
-from sensitivities.registry import first_argument, function_name, is_node, value_of
+from sensitivities.registry import canonical, first_argument, function_name, is_node, value_of
 from sensitivities.registry import pushforward as _engine_pushforward
 from sensitivities.registry import shifted_axis as _axis
 
@@ -179,8 +179,6 @@ class Batched(BatchedBase):
         return _loop(call, inputs, kwargs, level)
 
     def __array_function__(self, func: Callable, types: Any, args: tuple, kwargs: dict) -> Any:
-        # (like= hands numpy.asarray as the program sees it: the runtime's wrapper)
-        func = getattr(func, "__stands_for__", func)
         if len(args) == 1 and args[0] is self and func in _UFUNC_REDUCTIONS:
             reduce, keywords = _UFUNC_REDUCTIONS[func]  # np.sum(x), np.max(x, axis=-1)
             if kwargs.keys() <= keywords:
@@ -199,6 +197,8 @@ class Batched(BatchedBase):
         entry = batching_entry(func)
         if entry is not None:
             return _run(func, entry, args, kwargs, level)
+        if canonical(func) is not func:  # like= hands the runtime's wrapper of NumPy's
+            return self.__array_function__(canonical(func), types, args, kwargs)
         if func in _OF_ONE_EXAMPLE:  # shapes and dtypes only: asked of one example
             return func(*one_example(args, level, 0), **one_example_kw(kwargs, level, 0))
         if func in _CREATED and not batched_anywhere(args + tuple(kwargs.values()), level):

@@ -51,7 +51,7 @@ def test_registering_a_rule():
 # (their sensitivities are checked here against finite differences with every other rule)
 
 
-from tape import Tape  # noqa: E402
+from tape import Tape, vmap  # noqa: E402
 from tape.transforms.batching import batch_in, batch_out, batch_sum, broadcast  # noqa: E402
 from tests.sensitivities.cases import Case, rule_test  # noqa: E402
 from tests.strategies import arrays  # noqa: E402
@@ -82,3 +82,20 @@ CASES = [
 ]
 
 test_rules = rule_test(CASES, max_examples=5)
+
+
+@pytest.mark.parametrize(
+    "f, width",
+    [
+        (np.ravel, 6),
+        (lambda x: np.concatenate([x, x], axis=None), 12),
+        (lambda x: np.outer(x[0], x[1]), None),
+        (lambda x: np.linalg.norm(x), None),
+        (lambda x: np.sum(x, axis=None), None),
+    ],
+)
+def test_a_batch_of_no_examples_has_the_shape_a_loop_gives(f, width):
+    # what np.stack of no per-example results would be, with the example's own shape
+    out = vmap(f)(np.zeros((0, 2, 3)))
+    example = np.shape(f(np.zeros((2, 3))))
+    assert out.shape == (0,) + example and (width is None or example == (width,))

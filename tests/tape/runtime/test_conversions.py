@@ -5,6 +5,7 @@ recording on any exit. References: central differences, or NumPy's values on nda
 
 from __future__ import annotations
 
+import pickle
 import signal
 import sys
 import threading
@@ -228,6 +229,12 @@ def test_another_thread_gets_numpys_own_results_while_one_records():
             np.full(2, 3),
             np.r_[1, 2.5],
         )
+        # NumPy's call forms and pickling, and no recording in this thread
+        results["bystander"] = (
+            np.array(object=[1.0]).tolist(),
+            pickle.loads(pickle.dumps(np.asarray)) is np.asarray,
+            is_converting(),
+        )
         # a node reaching a thread that is not recording is refused, as outside grad
         leaf = tape.Leaf(tape.Tape(), np.ones(2))
         try:
@@ -244,6 +251,7 @@ def test_another_thread_gets_numpys_own_results_while_one_records():
     assert type(a) is np.ndarray and a.dtype == np.float32 and a.tolist() == [1.0, 2.0]
     assert b.shape == (2, 1) and c.dtype.kind == "i" and d.tolist() == [1.0, 2.5]
     assert results["refused"] and g.tolist() == [2.0, 4.0]
+    assert results["bystander"] == ([1.0], True, False)
     assert _restored()
 
 

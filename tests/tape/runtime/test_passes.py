@@ -12,7 +12,6 @@ import pickle
 import subprocess
 import sys
 import textwrap
-import threading
 import types
 import warnings
 
@@ -142,30 +141,6 @@ def test_wrappers_take_every_call_form_and_pickle_as_numpys():
     assert pickle.loads(pickle.dumps(partial))([1]).dtype == np.float32
 
 
-def test_a_bystander_thread_gets_numpys_results_while_another_records():
-    started, release = threading.Event(), threading.Event()
-    got = {}
-
-    def recording(x):
-        started.set()
-        release.wait(10)
-        return np.sum(np.asarray(x) ** 2)
-
-    def bystander():
-        started.wait(10)
-        got["array"] = np.array(object=[1.0])
-        got["pickled"] = pickle.loads(pickle.dumps(np.asarray)) is np.asarray
-        got["converting"] = is_converting()
-        release.set()
-
-    other = threading.Thread(target=bystander)
-    other.start()
-    g = grad(recording)(np.array([1.0, 2.0]))[0]
-    other.join()
-    assert got["array"].tolist() == [1.0] and got["pickled"] and not got["converting"]
-    assert g.tolist() == [2.0, 4.0] and not converting_threads
-
-
 def test_a_module_imported_during_a_pass_and_a_partial_made_there_work_after_it():
     made = {}
 
@@ -220,14 +195,14 @@ def test_interrupts_as_jupyter_sends_them_leave_nothing_behind():
         g = tape.grad(loss)
         for _ in range(150):
             timer = threading.Timer(rng.uniform(0, 0.004), _thread.interrupt_main)
-            timer.start()
             try:
+                timer.start()
                 for _ in range(5):
                     g(np.ones(3))
-                timer.join()
+                timer.join()  # an interrupt due now arrives here, inside the try
             except KeyboardInterrupt:
                 cut += 1
-            timer.cancel()
+            timer.join()
             assert state() == BEFORE and not converting_threads, state()
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         print("cut", cut)
