@@ -1,4 +1,4 @@
-"""What robustness costs: mutation checks, the debug modes, the collector, memory per record.
+"""What robustness costs: mutation checks, the debug modes, time and memory per record.
 
     python scripts/measure_robustness.py            # all, a few minutes
     python scripts/measure_robustness.py --quick    # smaller sizes
@@ -29,7 +29,7 @@ from tape import (  # noqa: E402
     propagate,
     reverse_tape,
 )
-from tape.core import collector, mutation, recording  # noqa: E402
+from tape.core import mutation, recording  # noqa: E402
 
 
 def chain(n):
@@ -59,18 +59,6 @@ def mutation_checks_off():
         yield
     finally:
         recording.sealed = saved
-
-
-@contextlib.contextmanager
-def collector_left_on():
-    """The passes' collector pause made a no-op: what the collector would cost."""
-    saved = collector.fewer_collections.__enter__, collector.fewer_collections.__exit__
-    collector.fewer_collections.__enter__ = lambda self: None
-    collector.fewer_collections.__exit__ = lambda self, *exc: None
-    try:
-        yield
-    finally:
-        collector.fewer_collections.__enter__, collector.fewer_collections.__exit__ = saved
 
 
 def scalar_chain(n=2000, repeats=15):
@@ -107,28 +95,24 @@ def matmul_workload(size=1000, repeats=5):
 
 
 def per_record(sizes, repeats):
-    print("records     forward us/op  reverse us/op   (collector paused | left on)")
+    """Time per recorded and propagated op as the tape grows (the collector at the
+    program's own pace: tape never changes it)."""
+    print("records     forward us/op  reverse us/op")
     for records in sizes:
         n = records // 6
-        out = []
-        for ctx in (contextlib.nullcontext, collector_left_on):
-            fwd, rev = [], []
-            for _ in range(repeats):
-                with ctx():
-                    t = Tape()
-                    x = Leaf(t, 0.3)
-                    t0 = time.process_time()
-                    with collector.fewer_collections():
-                        y = chain(n)(x)
-                    t1 = time.process_time()
-                    propagate(t, reverse_tape(y))
-                    t2 = time.process_time()
-                    t.records.clear()
-                fwd.append((t1 - t0) / (6 * n) * 1e6)
-                rev.append((t2 - t1) / (6 * n) * 1e6)
-            out.append((min(fwd), min(rev)))
-        (fp, rp), (fo, ro) = out
-        print(f"{records:>9,}   {fp:5.2f} | {fo:5.2f}    {rp:5.2f} | {ro:5.2f}")
+        fwd, rev = [], []
+        for _ in range(repeats):
+            t = Tape()
+            x = Leaf(t, 0.3)
+            t0 = time.process_time()
+            y = chain(n)(x)
+            t1 = time.process_time()
+            propagate(t, reverse_tape(y))
+            t2 = time.process_time()
+            t.release()
+            fwd.append((t1 - t0) / (6 * n) * 1e6)
+            rev.append((t2 - t1) / (6 * n) * 1e6)
+        print(f"{records:>9,}   {min(fwd):12.2f}  {min(rev):13.2f}")
 
 
 def memory_per_record(records=200_000):
@@ -147,7 +131,7 @@ def memory_per_record(records=200_000):
         f"value {sys.getsizeof(t[2].value)} B, list slot 8 B); {n:,} records"
     )
     del y
-    t.records.clear()
+    t.release()
 
 
 def main():

@@ -1,6 +1,6 @@
 """Gradients in several threads at once equal the sequential ones; failures leave nothing
 behind. References are analytic derivatives. (That debug modes are per thread is tested in
-tests/tape/tools/test_debugging.py.)"""
+tests/tape/tools/test_debugging.py; the collector's pace in tests/tape/runtime/test_passes.py.)"""
 
 import gc
 from concurrent.futures import ThreadPoolExecutor

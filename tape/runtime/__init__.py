@@ -9,11 +9,13 @@ A transform enters it through one pass context, ``passes.run_pass(convert, body,
   inside library code are recorded in the thread that runs the pass. Their wrappers are
   installed once and kept: outside a recording thread they call NumPy's own function.
   Other packages add wrappers there (``tape.scipy`` sends SciPy's functions with a
-  counterpart to it).
+  counterpart to it);
+- ``passes``: the collector runs at a slower pace (never off).
 
 The engine (``tape.core``) never imports this layer; it lends it two hooks through
-``tape.core.recording.extend`` (``stacked``, ``is_converting``). No signal handler, no
-collector setting and no name is ever changed and put back.
+``tape.core.recording.extend`` (``stacked``, ``is_converting``). No signal handler and no
+name is ever changed and put back, and what a pass changes is undone where no signal
+can land.
 """
 
 from .conversions import is_converting, library_code, on_scan, wrap, wrap_method

@@ -33,7 +33,6 @@ context.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import threading
 import warnings
@@ -48,7 +47,6 @@ from sensitivities.registry import value_of
 
 from ..core.errors import passed_to_compiled
 from ..core.recording import Record, extend, innermost_tape
-from .warning_sites import extobj, theirs
 from .warning_sites import warn as located_warn
 
 __all__ = [
@@ -74,19 +72,6 @@ _kept = _Kept()
 def is_converting() -> bool:
     """Whether conversions meeting nodes in this thread become recorded calls now."""
     return converting_threads.get(_ident(), 0) > 0 and _switch.get()
-
-
-def _forget_other_threads() -> None:
-    # a child of fork has one thread: another's entry would be taken by a new thread
-    # that got its id, and the forking thread's pass is not the child's to finish; nor
-    # is the pass's error state (a pool's worker forked inside f lives on in it)
-    converting_threads.clear()
-    if extobj is not None:
-        extobj.set(theirs(extobj.get()))
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_other_threads)
 
 
 def forget_sites() -> None:

@@ -390,7 +390,7 @@ def _forward_and_reverse(
     tape = Tape()
     try:
         value, grads, aux = run_pass(
-            False, _both_passes, f, tape, args, kwargs, nums, fname, who, has_aux
+            True, _both_passes, f, tape, args, kwargs, nums, fname, who, has_aux
         )
     finally:
         tape.release()  # memory back at once; a node the caller keeps holds its value only
@@ -398,7 +398,10 @@ def _forward_and_reverse(
 
 
 def _both_passes(f, tape, args, kwargs, nums, fname, who, has_aux):
-    out, inputs = trace(f, tape, args, kwargs, nums)
+    # one pass for both (conversions on in the reverse pass too: its rules see plain
+    # values, or an outer tape's nodes, whose own forward pass converts them anyway)
+    args, inputs = record_inputs(f, tape, args, nums)
+    out = f(*args, **kwargs)
     return _reverse(out, tape, inputs, nums, fname, who, has_aux)
 
 

@@ -22,6 +22,7 @@ import tape
 from tape import grad, library_code
 from tape.runtime import is_converting, run_pass
 from tape.runtime.conversions import converting_threads
+from tape.runtime.passes import DURING_A_PASS
 from tests.fd import numeric_grad
 
 ROOT = __file__.rsplit("/tests/", 1)[0]
@@ -56,6 +57,44 @@ def test_a_setting_made_inside_the_function_stays_as_it_would_without_tape():
     finally:
         np.seterr(**before)
     assert not converting_threads
+
+
+def test_the_collector_runs_slower_during_a_pass_and_the_programs_own_pace_stays():
+    before = gc.get_threshold()
+    seen = []
+    grad(lambda x: seen.append((gc.isenabled(), gc.get_threshold())) or x * 2.0)(1.0)
+    assert seen == [(True, DURING_A_PASS)] and gc.get_threshold() == before
+    with pytest.raises(ZeroDivisionError):
+        grad(lambda x: x * (1 / 0))(1.0)
+    assert gc.get_threshold() == before
+
+    def sets_its_own(x):
+        gc.set_threshold(900, 11, 12)  # the program's own setting, made inside f
+        return x * 2.0
+
+    try:
+        sets_its_own(1.0)
+        plain = gc.get_threshold()
+        gc.set_threshold(*before)
+        grad(sets_its_own)(1.0)
+        assert gc.get_threshold() == plain == (900, 11, 12)
+        gc.disable()  # a program that turned it off finds it off, during and after
+        assert grad(lambda x: gc.isenabled() * 1.0 + x)(1.0) == (1.0,) and not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.set_threshold(*before)
+
+
+def test_passes_in_many_threads_leave_the_collectors_pace_as_it_was():
+    from concurrent.futures import ThreadPoolExecutor
+
+    before = gc.get_threshold()
+    f = lambda x: np.sum(np.tanh(np.asarray(x)) ** 2)  # noqa: E731
+    with ThreadPoolExecutor(6) as pool:
+        grads = list(pool.map(lambda x: grad(f)(x)[0], [np.full(3, k / 10) for k in range(60)]))
+    assert gc.get_threshold() == before and not converting_threads
+    x = np.full(3, 0.5)
+    np.testing.assert_allclose(grads[5], numeric_grad(f, (x,), 0), rtol=1e-6)
 
 
 def test_the_error_state_is_back_after_a_pass_that_raises():
