@@ -231,17 +231,13 @@ def _argument(args: tuple, kwargs: dict, index: int, name: str) -> Any:
     return args[index] if len(args) > index else kwargs.get(name)
 
 
-def _recording() -> bool:
-    return converting_threads.get(_ident(), 0) > 0 and _switch.get()
-
-
 def _conversion(original: Callable, name: str, copy: Any, ndmin: int) -> Callable:
     """The wrapper of NumPy's ``original`` (``np.asarray``, ``np.array``...), whose first
     parameter is ``name`` and whose ``copy`` and ``ndmin`` are these unless the call
     names them."""
 
     def wrapper(*args, **kwargs):
-        if converting_threads and _recording():
+        if converting_threads and is_converting():
             a = _argument(args, kwargs, 0, name)
             if type(a) is not _ndarray and _held(a):
                 dtype = _argument(args, kwargs, 1, "dtype")
@@ -254,7 +250,7 @@ def _conversion(original: Callable, name: str, copy: Any, ndmin: int) -> Callabl
 
 
 def _asarray_chkfinite(*args, **kwargs):
-    if converting_threads and _recording():
+    if converting_threads and is_converting():
         a = _argument(args, kwargs, 0, "a")
         if type(a) is not _ndarray and _held(a):
             node = _converted(a, _argument(args, kwargs, 1, "dtype"))
@@ -265,7 +261,7 @@ def _asarray_chkfinite(*args, **kwargs):
 
 
 def _full(*args, **kwargs):
-    if converting_threads and _recording():
+    if converting_threads and is_converting():
         fill_value = _argument(args, kwargs, 1, "fill_value")
         if type(fill_value) is not float and _held(fill_value):
             plain = dict(kwargs, fill_value=value_of(fill_value)) if len(args) < 2 else kwargs
@@ -277,7 +273,7 @@ def _full(*args, **kwargs):
 
 
 def _full_like(*args, **kwargs):
-    if converting_threads and _recording():
+    if converting_threads and is_converting():
         fill_value = _argument(args, kwargs, 1, "fill_value")
         if type(fill_value) is not float and _held(fill_value):
             a = _argument(args, kwargs, 0, "a")
@@ -288,7 +284,7 @@ def _full_like(*args, **kwargs):
 
 
 def _as_strided(*args, **kwargs):
-    if converting_threads and _recording():
+    if converting_threads and is_converting():
         x = _argument(args, kwargs, 0, "x")
         if type(x) is not _ndarray and isinstance(x, Record):
             shape = _argument(args, kwargs, 1, "shape")

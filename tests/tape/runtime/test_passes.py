@@ -158,10 +158,31 @@ def _fill(a):
 @pytest.mark.parametrize("x", [0.7, -0.4, np.float64(1.3), np.float32(0.5)])
 def test_a_python_or_numpy_scalar_through_library_idioms(name, x):
     f = IDIOMS[name]
-    (g,) = grad(f)(x)
+    value, (g,) = tape.value_and_grad(f)(x)
+    assert value == pytest.approx(float(f(x)), rel=1e-6)  # NumPy's own value, run plainly
     expected = numeric_grad(f, (float(x),), 0)
     np.testing.assert_allclose(g, expected, rtol=1e-3 if type(x) is np.float32 else 1e-6)
     assert type(g) is type(x)
+
+
+KEYWORD_FORMS = {
+    "asarray(a=)": lambda x: np.sum(np.asarray(a=x) ** 2),
+    "array(object=, ndmin=)": lambda x: np.sum(np.array(object=x, ndmin=2)[0] * x),
+    "asanyarray(a=, dtype=)": lambda x: np.sum(np.asanyarray(a=x, dtype=np.float64) ** 3),
+    "full(shape=, fill_value=)": lambda x: np.sum(np.full(shape=(2, 3), fill_value=x) * x),
+    "full(2, fill_value=)": lambda x: np.sum(np.full(2, fill_value=x[0]) ** 2),
+    "full_like(a=, fill_value=)": lambda x: np.sum(np.full_like(a=np.ones(3), fill_value=x[1]) * x),
+    "as_strided(x=, shape=, strides=)": lambda x: np.sum(
+        np.lib.stride_tricks.as_strided(x=x, shape=(2,), strides=(16,)) ** 2
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(KEYWORD_FORMS))
+def test_every_call_form_of_a_conversion_records_the_node(name):
+    f = KEYWORD_FORMS[name]
+    x = np.array([0.3, -1.2, 0.8])
+    np.testing.assert_allclose(grad(f)(x)[0], numeric_grad(f, (x,), 0), rtol=1e-6, atol=1e-9)
 
 
 def test_wrappers_take_every_call_form_and_pickle_as_numpys():
