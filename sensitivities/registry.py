@@ -118,7 +118,10 @@ class Rules:
     for that slot; ``pre`` is the optional shared work done once per Branch.
     """
 
-    __slots__ = ("f", "plain", "update", "typed", "pre", "nondiff", "argnums", "family", "guarded")
+    __slots__ = (
+        "f", "plain", "update", "typed", "pre", "nondiff", "argnums", "family", "guarded",
+        "foreign",
+    )  # fmt: skip
 
     def __init__(self, f: Any) -> None:
         self.f = f
@@ -132,6 +135,9 @@ class Rules:
         self.guarded: tuple = ()
         self.argnums: set[int] = set()  # the arguments with any rule, checked when recording
         self.family: str = ""  # the module that registered the first rule: docs list by family
+        # a rule written outside this package and the engine (a user's): the engine hands
+        # it read-only views and checks what it returns (``is_foreign``)
+        self.foreign = False
 
     def _resolve(self, kind: str, table: dict, argnum: int, vals: tuple) -> Callable | None:
         if self.typed:
@@ -334,9 +340,22 @@ def _register(kind: str, f: Any, argnum: int, types: tuple, override: bool) -> C
             if key in rules.typed:
                 rules.typed[key].add((_ANY,), rule)
         rules.argnums.add(argnum)
+        rules.foreign = rules.foreign or is_foreign(rule)
         return rule
 
     return register
+
+
+_OURS = ("sensitivities", "tape")
+
+
+def is_foreign(rule: Callable) -> bool:
+    """Whether ``rule`` was written outside this package and the engine: by a user, whose
+    rule may write into the arrays it is handed or return the wrong thing, which the
+    engine then guards against (the rules here are tested not to). A wrapper made here
+    around a user's function (``__wrapped__``) is the user's."""
+    module = getattr(inspect.unwrap(rule), "__module__", None) or ""
+    return module.partition(".")[0] not in _OURS
 
 
 _typed_signatures: set = set()  # (f, (kind, argnum), types) of every typed rule

@@ -458,18 +458,57 @@ def _ndim(v: Any) -> int:
     return 0
 
 
-def check_adjoint(xbar: Any, f: Any, argnum: int) -> None:
+def check_adjoint(xbar: Any, f: Any, argnum: int, rule: str = "sensitivity") -> None:
     """A TypeError naming the rule unless ``xbar``, what it returned, is a number or an
-    array (of NumPy, of another library, or a node of an outer tape)."""
+    array of numbers (of NumPy, of another library, or a node of an outer tape)."""
+    if xbar is None:
+        returns = "a tangent" if rule == "pushforward" else "its argument's adjoint"
+        raise TypeError(
+            f"the {rule} of {function_name(f)} for argument {argnum} returned None: a rule "
+            f"returns {returns} (is its return statement missing?)"
+        )
     if not (
         isinstance(xbar, (int, float, complex, np.number, np.ndarray))
         or hasattr(type(xbar), "__record_call__")
         or is_duck_array(xbar)
     ):
         raise TypeError(
-            f"the sensitivity of {function_name(f)} for argument {argnum} returned "
+            f"the {rule} of {function_name(f)} for argument {argnum} returned "
             f"{type(xbar).__name__} {xbar!r:.40}: a rule returns a number or an array"
         )
+    kind = getattr(getattr(xbar, "dtype", None), "kind", "f")
+    if kind not in "iufc":
+        raise TypeError(
+            f"the {rule} of {function_name(f)} for argument {argnum} returned an array "
+            f"of {xbar.dtype}: it must hold numbers (real or complex)"
+        )
+
+
+def check_adjoints(xbars: Any, f: Any, argnum: int, elements: int) -> None:
+    """``check_adjoint`` for the rule of a list argument of ``elements`` arrays: a list
+    or tuple of as many adjoints, None for an element that gets none."""
+    if not (type(xbars) is list or type(xbars) is tuple) or len(xbars) != elements:
+        raise TypeError(
+            f"the sensitivity of {function_name(f)} for argument {argnum}, a list of "
+            f"{elements} arrays, returned {type(xbars).__name__} {xbars!r:.40}: a rule for a "
+            "list argument returns a list with one adjoint (or None) per element"
+        )
+    for xbar in xbars:
+        if xbar is not None:
+            check_adjoint(xbar, f, argnum)
+
+
+def writes_its_inputs(f: Any, argnum: int, in_place: bool) -> ValueError:
+    """The error for a user's rule that wrote into an array it was handed."""
+    what = "its adjoint ybar, its result y or an argument" + (
+        " (an in-place rule may write only into the xbar it is handed first)" if in_place else ""
+    )
+    return ValueError(
+        f"the sensitivity of {function_name(f)} for argument {argnum} writes into {what}: "
+        "those arrays are shared (one adjoint reaches several rules, and the arguments are "
+        "the caller's), so a rule computes a new array (return ybar * 2 * x, not ybar *= "
+        "2 * x)"
+    )
 
 
 def not_summable(xshape: tuple, shape: tuple, f: Any, argnum: int) -> ValueError:

@@ -123,7 +123,11 @@ def _write(x: Any, new: Any) -> None:
     alias = x.alias
     if alias is not None and alias.root is not None:
         root = alias.root
-        index = np.unravel_index(positions(x), np.shape(value_of(root)))
+        shape = np.shape(value_of(root))
+        if shape == ():  # a view of a 0-d root holds its one element: write the whole root
+            new, index = apply(np.reshape, (new, ())), ()
+        else:
+            index = np.unravel_index(positions(x), shape)
         # the positions of a view that can be written select each element once: no
         # rounds for repeated indices to look for
         new, x = _cast(set_at(root, index, new), value_of(root)), root

@@ -56,6 +56,8 @@ def function_out(f: Callable, args: tuple, kwargs: dict, apply: Callable) -> Any
 
 def _check_targets(f: Callable, outs: tuple, inputs: Any) -> None:
     for target in outs:
+        if isinstance(target, np.ndarray) and not target.flags.writeable:
+            raise ValueError("output array is read-only")  # NumPy's error comes first
         if target is not None and not holds_node(target) and holds_node(inputs):
             raise TypeError(out_into_array(function_name(f)))
 

@@ -13,10 +13,12 @@ from .duck_arrays import is_duck_array
 from .errors import (
     bad_seed,
     check_adjoint,
+    check_adjoints,
     check_reverse_tape,
     not_summable,
     note_reverse_failure,
     rank,
+    writes_its_inputs,
 )
 from .mutation import verify
 from .node import Node
@@ -173,7 +175,8 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
     kwargs = node.kwargs
     if rules.pre is not None:
         kwargs = dict(kwargs, pre=rules.pre(y, ybar, *vals, **kwargs))
-    plain = None if rules.update or rules.typed else rules.plain  # the common, fast case
+    # the common, fast case: one untyped rule per argument, of this package's
+    plain = None if rules.update or rules.typed or rules.foreign else rules.plain
     adjoints = rtape.adjoints
     for i in node.node_args:
         arg = args[i]
@@ -194,7 +197,11 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
             else:
                 _contribute(rules, i, arg, node, ybar, kwargs, rtape)
         else:  # a list or tuple holding nodes of this tape
-            xbars = rules.rule(i, vals)(y, ybar, *vals, **kwargs)
+            rule = rules.rule(i, vals)
+            if rules.foreign:
+                xbars = call_foreign(rule, f, i, y, ybar, vals, kwargs, elements=len(arg))
+            else:
+                xbars = rule(y, ybar, *vals, **kwargs)
             for element, xbar in zip(arg, xbars):
                 if tape.owns(element) and xbar is not None:
                     accumulate(rtape, element, xbar, f, i)
@@ -212,9 +219,56 @@ def _contribute(rules, i, arg, record, ybar, kwargs, rtape) -> None:
     y, vals = record.value, record.vals
     update = in_place_rule(rules, i, vals, ybar, arg.value)
     if update is not None:
-        update_in_place(rtape, update, arg, y, ybar, vals, kwargs)
+        foreign = rules.f if rules.foreign else None
+        update_in_place(rtape, update, arg, y, ybar, vals, kwargs, foreign, i)
+        return
+    rule = rules.rule(i, vals)
+    if rules.foreign:
+        xbar = call_foreign(rule, rules.f, i, y, ybar, vals, kwargs)
     else:
-        accumulate(rtape, arg, rules.rule(i, vals)(y, ybar, *vals, **kwargs), rules.f, i, record)
+        xbar = rule(y, ybar, *vals, **kwargs)
+    accumulate(rtape, arg, xbar, rules.f, i, record)
+
+
+def call_foreign(
+    rule: Any, f: Any, argnum: int, y: Any, ybar: Any, vals: tuple, kwargs: dict,
+    elements: int | None = None, into: Any = None,
+) -> Any:
+    """Call a user's ``rule`` (``registry.is_foreign``) for argument ``argnum`` of ``f``
+    as the reverse pass does, on read-only views of ``y``, ``ybar`` and the arguments:
+    one adjoint array reaches several rules (``add`` hands its own to both operands) and
+    the arguments are the caller's, so a rule that writes into them is stopped at the
+    write, with an error naming it. What it returns is checked as ``accumulate`` checks
+    it: an adjoint, or for a list argument one per of its ``elements``. ``into``: the
+    accumulator of an in-place rule, the one array it may write."""
+    head = (read_only(y), read_only(ybar))
+    if into is not None:
+        head = (into, *head)
+    try:
+        xbar = rule(*head, *map(read_only, vals), **kwargs)
+    except ValueError as error:
+        if "read-only" not in str(error):
+            raise
+        raise writes_its_inputs(f, argnum, into is not None) from error
+    if elements is None:
+        check_adjoint(xbar, f, argnum)
+    else:
+        check_adjoints(xbar, f, argnum, elements)
+    return xbar
+
+
+def read_only(a: Any) -> Any:
+    """``a``, or for an array that can be written a read-only view of it (a list's
+    arrays too): what a user's rule is handed."""
+    if isinstance(a, _ndarray):
+        if a.flags.writeable:
+            a = a.view()
+            a.flags.writeable = False
+        return a
+    if type(a) is list or type(a) is tuple:
+        return type(a)(map(read_only, a))
+    view = getattr(type(a), "read_only_view", None)  # a batch of vmap's
+    return a if view is None else view(a)
 
 
 def in_place_rule(rules: Any, i: int, vals: tuple, ybar: Any, value: Any) -> Any:
@@ -239,12 +293,14 @@ def _complex_into_real(xbar: Any, ybar: Any) -> bool:
     return kind == "c" and xbar.dtype.kind != "c"
 
 
-def update_in_place(rtape, update, arg, y, ybar, vals, kwargs) -> str:
+def update_in_place(rtape, update, arg, y, ybar, vals, kwargs, foreign=None, argnum=0) -> str:
     """Add into ``arg``'s slot with the in-place form ``update`` of a rule.
 
     Returns how the accumulator handed to ``update`` was made, for a compiled replay to
     do the same: ``"zeros"`` (a first contribution), ``"copy"`` (of an adjoint the
     reverse pass does not own) or ``"owned"`` (the slot's own array, added into).
+    ``foreign``: the function of a user's rule (for argument ``argnum``), whose call is
+    guarded (``call_foreign``) and whose result must have the argument's shape.
     """
     pos = arg.pos
     xbar = rtape.adjoints[pos]
@@ -254,7 +310,13 @@ def update_in_place(rtape, update, arg, y, ybar, vals, kwargs) -> str:
         xbar, made = np.array(xbar, dtype=np.result_type(xbar, ybar)), "copy"
     else:
         made = "owned"
-    rtape.adjoints[pos] = update(xbar, y, ybar, *vals, **kwargs)
+    if foreign is None:
+        rtape.adjoints[pos] = update(xbar, y, ybar, *vals, **kwargs)
+    else:
+        result = call_foreign(update, foreign, argnum, y, ybar, vals, kwargs, into=xbar)
+        if np.shape(result) != np.shape(xbar):
+            raise not_summable(np.shape(result), np.shape(xbar), foreign, argnum)
+        rtape.adjoints[pos] = result
     rtape.owned[pos] = rtape.adjoints[pos] is xbar
     return made
 
@@ -300,6 +362,23 @@ def _beyond_rank(xshape: tuple, record: Any) -> bool:
     return len(xshape) > rank(record.value, record.vals)
 
 
+def _stretched_beyond(xshape: tuple, shape: tuple, record: Any) -> bool:
+    """Whether an adjoint of ``xshape`` stretches an axis of size 1 of ``shape`` to a
+    length that no value of ``record``'s call has on any axis: broadcasting could not
+    have made it (any axis, not the same one: ``np.cross`` moves its arguments' axes)."""
+    extra = len(xshape) - len(shape)
+    lengths = None
+    for k, n in enumerate(shape):
+        m = xshape[extra + k]
+        if n == 1 and m != 1 and m == m:  # m != m: nan, a size known only once computed
+            if lengths is None:
+                values = (record.value, *record.vals)
+                lengths = {length for v in values for length in getattr(v, "shape", ())}
+            if m not in lengths:
+                return True
+    return False
+
+
 def unbroadcast(
     xbar: Any, shape: tuple, f: Any = None, argnum: int = 0, record: Any = None
 ) -> Any:
@@ -311,7 +390,10 @@ def unbroadcast(
     """
     xshape = xbar.shape if type(xbar) in SHAPED else np.shape(xbar)
     extra = len(xshape) - len(shape)
-    if record is not None and extra > 0 and _beyond_rank(xshape, record):
+    if record is not None and (
+        (extra > 0 and _beyond_rank(xshape, record))
+        or (extra >= 0 and _stretched_beyond(xshape, shape, record))
+    ):
         raise not_summable(xshape, shape, f, argnum)
     if type(xbar) is _ndarray and extra >= 0:
         # the common case, in one reduction over the added axes and those of size 1 in

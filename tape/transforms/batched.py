@@ -83,6 +83,16 @@ class BatchedBase(ArraySurface):
         self.level = level
         self._zero_d = False
 
+    def read_only_view(self) -> Any:
+        """The batch on a read-only view of its data (``tape.core.reverse.read_only``)."""
+        data = self.data
+        if isinstance(data, np.ndarray) and data.flags.writeable:
+            data = data.view()
+            data.flags.writeable = False
+        batch = type(self)(data, self.level)
+        batch._zero_d = self._zero_d
+        return batch
+
     @property
     def shape(self) -> tuple:
         return tuple(self.data.shape[1:])

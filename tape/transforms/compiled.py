@@ -18,13 +18,18 @@ What is frozen at compile time, and how a replay knows it still holds:
 - every plain result computed from nodes (a comparison, ``argmax``, ``bool(node)``):
   the engine reports each one while the tape is recorded, and the replay recomputes it
   and checks that it comes out the same, so a different branch is never replayed;
-- what ``f`` reads from outside its arguments (globals, closures, random draws made
-  inside ``f``) and ``node.value`` read inside ``f``: frozen as they were when the tape
-  was recorded, as in any tracing compiler.
+- what ``f`` reads from outside its arguments: the globals and closure cells its code
+  names, its helpers', the attributes and entries of the objects found there
+  (``tape.transforms.outside``). What each holds (an array's fingerprint, a number's
+  value) is compared on every call, so a global rebound or an array written in place
+  (and so anything ``f`` computes from them) is seen.
 
 A check that fails re-records the tape for the new arguments (or, with
 ``on_change="raise"``, raises ``TapeMismatchError``): a replay never returns the
-gradient of another program.
+gradient of another program. What no check could see is refused when the tape is
+recorded, with a ValueError that says how to pass it in: random draws from a generator
+``f`` can reach (a replay would repeat them, and leave the generator where it stands),
+and state that ``f`` changes while it runs.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from .grad import (
     trace,
     value_and_grad,
 )
+from .outside import Reads, state_of
 from .replay import SCALAR_TYPES, Changed, Slot, Source, liveness, slotted
 
 __all__ = ["compile_grad", "CompiledGrad", "TapeMismatchError"]
@@ -89,10 +95,13 @@ def compile_grad(
 
     The result is equal to ``grad(f, argnums)`` for arguments of the same shapes and
     dtypes (and equal non-float arguments) that take the same path through ``f``'s
-    control flow. Anything else is detected: the tape is recorded again for the new
-    arguments, or with ``on_change="raise"`` a ``TapeMismatchError`` says what changed.
-    ``.value_and_grad(*args)`` gives the value too. What ``f`` reads from outside its
-    arguments is frozen at compile time: pass data as arguments.
+    control flow, and while what ``f`` reads from outside its arguments (globals, closure
+    cells, attributes, their arrays' contents) holds what it held. Anything else is
+    detected: the tape is recorded again, or with ``on_change="raise"`` a
+    ``TapeMismatchError`` says what changed. ``.value_and_grad(*args)`` gives the value
+    too. A function that draws random numbers (from ``np.random``, ``random`` or a
+    generator it can reach) or changes state it reads is refused with a ValueError:
+    pass the draws, or the state, as arguments.
 
     Under ``vmap``, a compiled gradient records its tape once more on the batched
     arguments and replays it for later batches of the same shapes (per-example
@@ -306,16 +315,37 @@ def _leaf_keys(key: tuple) -> list:
 
 
 def _same_constant(new: Any, old: Any) -> bool:
-    if new is old:
-        return True
-    if type(new) is Batched or type(old) is Batched:
+    """Whether argument ``new`` holds what ``old``, the ``state_of`` a constant argument
+    when the tape was recorded, says: the same object written in place since does not."""
+    if type(new) is Batched or type(old) is _Batch:
         return False  # a batch of another vmap call (another level): not this call's
-    if isinstance(old, np.ndarray):
-        return isinstance(new, np.ndarray) and new.shape == old.shape and np.array_equal(new, old)
-    try:
-        return bool(type(new) is type(old) and new == old)
-    except Exception:  # an object without a truthy ==: only itself matches
-        return False
+    return state_of(new, attributes=True) == old
+
+
+class _Batch:
+    """The state of a batched constant: never the same as a later call's."""
+
+
+def _check_recording(reads: Reads, streams: list, before: list, fname: str) -> None:
+    """Refuse to compile ``f`` (named ``fname``) where a replay could not be its gradient:
+    it drew random numbers while it was recorded (a replay would repeat the draws and
+    leave the generator where it stands), or it changed what it reads from outside its
+    arguments (a replay would not)."""
+    moved = reads.moved(streams)
+    if moved:
+        raise ValueError(
+            f"compile_grad({fname}): {fname} draws random numbers from {moved}: a replay "
+            "would repeat the draws of the recording and leave the generator where it stands. "
+            "Draw them outside and pass them in (mask = rng.random(n) < p; g(w, mask)), or "
+            "use grad, which runs the function on every call"
+        )
+    changed = reads.changed(before)
+    if changed:
+        raise ValueError(
+            f"compile_grad({fname}): {fname} changes {changed} while it runs, and reads it: a "
+            "replay would neither change it nor see it change. Pass that state as an "
+            "argument, or use grad, which runs the function on every call"
+        )
 
 
 
@@ -359,8 +389,11 @@ class _Program:
         key, flat = _signature(args, kwargs)
         tape = _GuardedTape()
         call_args = _data_leaves(tape, args, nums) if data_as_leaves else args
+        reads = Reads.of(f, (args, kwargs))
+        streams, before = reads.stream_states(), reads.snapshot()
         out, recorded = trace(f, tape, call_args, kwargs, nums)
         try:
+            _check_recording(reads, streams, before, fname)
             out = current(out)  # a node written in place: its latest version
             on_tape = tape.owns(out)
             value = out.value if on_tape else out
@@ -370,6 +403,7 @@ class _Program:
         finally:
             tape.release()  # break node <-> tape cycles; the program keeps plain values
         program.key, program.nums, program.single = key, nums, single
+        program.reads, program.read_states = reads, before
         try:  # the first call's answer comes from the program itself
             program.first_result = program.run(flat)
         except Exception:
@@ -400,12 +434,17 @@ class _Program:
         ]
 
     def check_constants(self, leaves: list) -> str:
+        """Why the tape no longer holds for arguments ``leaves``: a constant argument or
+        what ``f`` reads from outside them holds something else; "" if it holds."""
         for index, recorded in self.constants:
             if not _same_constant(leaves[index], recorded):
                 return (
                     f"a non-float argument (leaf {index}) has another value than when the "
                     "tape was recorded"
                 )
+        changed = self.reads.changed(self.read_states)
+        if changed:
+            return f"{changed}, which f reads, holds another value than when the tape was recorded"
         return ""
 
     def run(self, leaves: list) -> tuple[Any, Any]:
@@ -419,6 +458,10 @@ class _Program:
         inputs = {i: ([leaves[k] for k in at], tdef, s) for i, (at, tdef, s) in self.grads.items()}
         grads = input_gradients(inputs, self.nums, g)
         return value, (grads[0] if self.single else Gradients(grads))
+
+
+def _constant_state(x: Any) -> Any:
+    return _Batch() if type(x) is Batched else state_of(x, attributes=True)
 
 
 def _data_leaves(tape: Tape, args: tuple, nums: tuple) -> list:
@@ -454,8 +497,8 @@ def _number_leaves(tape, call_args, recorded, flat):
             if tape.owns(x):
                 inputs.append((index, x.pos))
             else:
-                constants.append((index, x))
+                constants.append((index, _constant_state(x)))
             index += 1
-    constants += [(k, flat[k]) for k in range(index, len(flat))]  # the keyword arguments
+    constants += [(k, _constant_state(flat[k])) for k in range(index, len(flat))]  # keywords
     return inputs, constants, grads
 

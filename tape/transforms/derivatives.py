@@ -16,8 +16,10 @@ import numpy as np
 from sensitivities.registry import value_of
 
 from ..core.duck_arrays import is_duck_array
+from ..core.errors import describe
 from ..core.node import Node
-from ..core.records import Leaf, Tape
+from ..core.recording import current
+from ..core.records import Branch, Leaf, Tape
 from ..core.trees import tree_flatten, tree_leaves_like, tree_map, tree_unflatten
 from ..runtime import run_pass
 from .forward import ForwardTape, push_forward
@@ -323,8 +325,13 @@ def _grouped(values: list, parts: list, single: bool) -> Any:
     return trees[0] if single else tuple(trees)
 
 
-def _jacobian_fwd(f, nums, args, kwargs):
+def _jacobian_fwd(f, nums, args, kwargs, recording=None):
+    """The Jacobian by forward mode: ``f`` run once on a forward tape, one direction per
+    input element; or, given ``recording`` (``_vjp``'s pair, ``f`` recorded already on
+    ``args``, each of ``args[nums]`` a leaf), pushed over it without running ``f``."""
     xs = [args[i] for i in nums]
+    if recording is not None:
+        return _jacobian_fwd_over(recording[1], xs)
     sizes = [int(np.size(value_of(x))) for x in xs]
     k = sum(sizes)
     seeds = dict(zip(nums, _identity_blocks(xs, k)))
@@ -335,16 +342,85 @@ def _jacobian_fwd(f, nums, args, kwargs):
         ydots = [None if o is None else tape.tangent(o) for o in outs]
     finally:
         tape.release()
+    return out_def, _forward_blocks(ydots, outs, xs)
+
+
+def _forward_blocks(ydots: list, outs: list, xs: list) -> list:
+    """Per output, its Jacobian blocks (one per input) from its tangent along the
+    directions of ``_identity_blocks(xs, k)``; None for a None output."""
+    sizes = [int(np.size(value_of(x))) for x in xs]
     shapes = [np.shape(value_of(x)) for x in xs]
     jacs = [None if t is None else _blocks(t, sizes, np.shape(t)[1:], shapes) for t in ydots]
-    return out_def, [
+    return [
         None if js is None else [_like(j, o, x) for j, x in zip(js, xs)]
         for js, o in zip(jacs, outs)
     ]
 
 
-def _jacobian_rev(f, nums, args, kwargs):
-    y, pullback = _vjp(f, nums, args, kwargs)
+def _jacobian_fwd_over(recording: _Pullback, xs: list) -> tuple[Any, list]:
+    """``_jacobian_fwd`` without running ``f`` again: the records of ``recording`` (``f``
+    recorded once, on ``xs``, as ``vjp`` does) copied in order onto a forward tape whose
+    inputs are seeded with the identity, which pushes their tangents as it takes them."""
+    k = sum(int(np.size(value_of(x))) for x in xs)
+    tape = recording.tape
+    # a node written in place stands for its latest version, which may have to be
+    # recorded still (a view whose root was written): before the records are copied
+    outs = [current(o) for o in recording.outs]
+    inputs = [recording.inputs[i][2][0] for i in recording.nums]
+    seeds = {node.pos: t for node, t in zip(inputs, _identity_blocks(xs, k))}
+    ftape = ForwardTape(k)
+    try:
+        copies = run_pass(True, _copy_records, tape, ftape, seeds)
+        # an output that is no record of f's (a constant) stays itself: a zero tangent
+        copied_outs = [copies[o.pos] if tape.owns(o) else o for o in outs]
+        ydots = [None if o is None else ftape.tangent(o) for o in copied_outs]
+        return recording.out_def, _forward_blocks(ydots, outs, xs)
+    finally:
+        ftape.release()
+        tape.release()
+
+
+def _copy_records(tape: Tape, ftape: ForwardTape, seeds: dict) -> dict:
+    """Each record of ``tape`` copied onto ``ftape`` in order, each Branch's arguments
+    being the copies of its arguments, and the Leaf at each position of ``seeds`` seeded
+    with its tangent: ``ftape`` pushes the tangents through the calls as it takes them,
+    as it does when ``f`` is recorded on it. Returns the copies by position on ``tape``.
+    The records are read by position: a written node's first value is the copy that
+    stands there (``tape.core.versions.keep_record``), as the reverse pass reads it."""
+
+    def copied(a: Any) -> Any:
+        if isinstance(a, Node):
+            return copies[a.pos]
+        return type(a)(copies[b.pos] if tape.owns(b) else b for b in a)  # a list of nodes
+
+    copies: dict[int, Node] = {}
+    for pos in range(len(tape.records)):
+        record = tape.records[pos]
+        if isinstance(record, Branch):
+            args = list(record.args)
+            for i in record.node_args:
+                args[i] = copied(args[i])
+            try:
+                copy = Branch(
+                    ftape, record.value, record.f, tuple(args), record.kwargs, record.vals,
+                    record.node_args,
+                )  # fmt: skip
+            except Exception as error:
+                # f has returned: the traceback no longer shows the line of the call
+                error.add_note(f"while pushing tangents forward through {describe(record)}")
+                raise
+        else:
+            copy = Leaf(ftape, record.value)
+            if pos in seeds:
+                ftape.seed(copy, seeds[pos])
+        copies[pos] = copy
+    return copies
+
+
+def _jacobian_rev(f, nums, args, kwargs, recording=None):
+    """The Jacobian by reverse mode: ``f`` recorded once (or ``recording``, ``_vjp``'s
+    pair, where given) and its pullback run on one cotangent per output element."""
+    y, pullback = _vjp(f, nums, args, kwargs) if recording is None else recording
     outs, out_def = tree_flatten(y)
     sizes = [0 if o is None else int(np.size(o)) for o in outs]
     k = sum(sizes)
@@ -416,7 +492,10 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0, mode: str = "auto") 
     ``mode="rev"`` records ``f`` once and runs its pullback on one cotangent per output
     element, all at once (the pullback under ``vmap``; forward mode over the pullback,
     which is linear, where a rule cannot run batched). ``"auto"``
-    picks forward mode when the input has fewer elements than the output. An int
+    picks forward mode when the input has fewer elements than the output. ``f`` runs
+    once per call in every mode: ``"auto"`` records it, as reverse mode does, and with
+    fewer inputs than outputs pushes the tangents over those records, so a function that
+    caches by input value or keeps state gets the derivative of that one run. An int
     ``argnums`` gives one Jacobian, a tuple a tuple of them. For complex inputs it is the
     Jacobian of a holomorphic function (both modes agree); a real-valued function of a
     complex input has none, and its gradient is ``grad``'s (``∂f/∂x − i ∂f/∂y``).
@@ -449,22 +528,30 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0, mode: str = "auto") 
         nums, single = normalise_argnums(argnums, len(args), getattr(f, "__name__", "f"))
         xs, parts = _tree_inputs(f, nums, args)
         flat_f = _on_leaves(f, args, parts, kwargs)
-        how = mode
-        if how == "auto":
-            # the output's size decides; a run on plain values finds it, recording nothing
-            out = flat_f(*[value_of(x) for x in xs])
-            n_out = sum(int(np.size(o)) for o in tree_flatten(out)[0] if o is not None)
-            n_in = sum(int(np.size(value_of(x))) for x in xs)
-            how = "fwd" if n_in < n_out else "rev"
         flat_nums = tuple(range(len(xs)))
-        if how == "fwd":
+        if mode == "fwd":
             out_def, jacs = _jacobian_fwd(flat_f, flat_nums, xs, {})
-        else:
+        elif mode == "rev":
             out_def, jacs = _jacobian_rev(flat_f, flat_nums, xs, {})
+        else:
+            out_def, jacs = _jacobian_auto(flat_f, flat_nums, xs)
         jacs = [None if js is None else _grouped(js, parts, single) for js in jacs]
         return tree_unflatten(out_def, jacs)
 
     return jacobian_of
+
+
+def _jacobian_auto(f: Callable, nums: tuple, xs: list) -> tuple[Any, list]:
+    """The Jacobian in the cheaper mode, which the output's size decides: ``f`` is
+    recorded once, as for reverse mode, and forward mode, where the inputs are fewer,
+    pushes its tangents over that recording. Running ``f`` once more to size its output
+    would hand a function that caches by input value its cached plain result in the
+    recorded run (a zero Jacobian), and a stateful one another run's derivative."""
+    recording = _vjp(f, nums, xs, {})
+    n_out = sum(int(np.size(o)) for o in tree_flatten(recording[0])[0] if o is not None)
+    n_in = sum(int(np.size(value_of(x))) for x in xs)
+    mode = _jacobian_fwd if n_in < n_out else _jacobian_rev
+    return mode(f, nums, xs, {}, recording)
 
 
 def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:

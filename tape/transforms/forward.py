@@ -32,10 +32,11 @@ from sensitivities import lift, registry
 from sensitivities.registry import function_name, value_of
 
 from ..core.display import preview
-from ..core.errors import MissingRuleError
+from ..core.errors import MissingRuleError, check_adjoint
 from ..core.node import Node
 from ..core.recording import current
 from ..core.records import Branch, Leaf, Tape
+from ..core.reverse import call_foreign, read_only, unbroadcast
 from ..runtime import run_pass
 from .grad import grad
 
@@ -147,7 +148,7 @@ def _push(tape: ForwardTape, node: Branch) -> Any:
             ]
             if all(t is None for t in xdot):
                 continue
-        ydot = _pushforward(f, i, y, xdot, vals, kwargs, tape.directions)
+        ydot = _pushforward(f, i, y, xdot, vals, kwargs, tape.directions, node)
         if ydot is not None:
             total = ydot if total is None else total + ydot
     if total is not None:
@@ -157,10 +158,13 @@ def _push(tape: ForwardTape, node: Branch) -> Any:
     return total
 
 
-def _pushforward(f, i, y, xdot, vals, kwargs, k):
+def _pushforward(f, i, y, xdot, vals, kwargs, k, record=None):
     explicit = registry.pushforward_of(f, i)
     if explicit is not None:
-        ydot = explicit(y, xdot, *vals, **kwargs)
+        if registry.is_foreign(explicit):
+            ydot = _foreign_pushforward(explicit, f, i, y, xdot, vals, kwargs, k)
+        else:
+            ydot = explicit(y, xdot, *vals, **kwargs)
         if ydot is not NotImplemented:
             return ydot
     rules = registry.lookup(f)
@@ -174,11 +178,45 @@ def _pushforward(f, i, y, xdot, vals, kwargs, k):
             xdot = lift(xdot, 1 + np.ndim(y))
             if rules.pre is not None:
                 kwargs = dict(kwargs, pre=rules.pre(y, xdot, *vals, **kwargs))
+            if rules.foreign:
+                return call_foreign(rule, f, i, y, xdot, vals, kwargs)
             return rule(y, xdot, *vals, **kwargs)
-    return derived_pushforward(rules, i, y, xdot, vals, kwargs, k)
+    return derived_pushforward(rules, i, y, xdot, vals, kwargs, k, record)
 
 
-def derived_pushforward(rules, i, y, xdot, vals, kwargs, k):
+def _foreign_pushforward(rule, f, i, y, xdot, vals, kwargs, k):
+    """A user's pushforward, called on read-only views (the tangent it is handed is its
+    argument's, which other records read) and checked to give a tangent that is None,
+    NotImplemented or an array that broadcasts to ``(k,) + y``'s shape."""
+    try:
+        ydot = rule(read_only(y), read_only(xdot), *map(read_only, vals), **kwargs)
+    except ValueError as error:
+        if "read-only" not in str(error):
+            raise
+        raise ValueError(
+            f"the pushforward of {function_name(f)} for argument {i} writes into an array it "
+            "was handed (its tangent xdot, y or an argument): those are shared with other "
+            "records and the caller, so a pushforward computes a new array"
+        ) from error
+    if ydot is None or ydot is NotImplemented:
+        return ydot
+    check_adjoint(ydot, f, i, "pushforward")
+    shape = (k,) + np.shape(y)
+    try:
+        np.broadcast_shapes(np.shape(ydot), shape)
+        fits = len(np.shape(ydot)) <= len(shape)
+    except ValueError:
+        fits = False
+    if not fits or np.broadcast_shapes(np.shape(ydot), shape) != shape:
+        raise ValueError(
+            f"the pushforward of {function_name(f)} for argument {i} returned shape "
+            f"{np.shape(ydot)}, which does not broadcast to the tangent's shape {shape} "
+            f"(directions, then the result's shape)"
+        )
+    return ydot
+
+
+def derived_pushforward(rules, i, y, xdot, vals, kwargs, k, record=None):
     """``J v`` for each direction ``v`` in ``xdot``, from the sensitivity alone.
 
     ``<u, J v> = <rule(y, u, *args), v>`` for every ``u``: the rule is the transpose of
@@ -204,9 +242,16 @@ def derived_pushforward(rules, i, y, xdot, vals, kwargs, k):
         kw = kwargs
         if rules.pre is not None:
             kw = dict(kwargs, pre=rules.pre(y, u, *vals, **kwargs))
-        xbar = rule(y, u, *vals, **kw)
+        if rules.foreign:
+            xbar = call_foreign(rule, rules.f, i, y, u, vals, kw, len(v) if listed else None)
+        else:
+            xbar = rule(y, u, *vals, **kw)
         if not listed:
-            return 0.0 if xbar is None else inner(xbar, v)
+            # checked as the reverse pass checks it: what it could not sum back is refused
+            check_adjoint(xbar, rules.f, i)
+            if np.shape(xbar) != np.shape(vals[i]):
+                xbar = unbroadcast(xbar, np.shape(vals[i]), rules.f, i, record)
+            return inner(xbar, v)
         total = 0.0
         for xb, vb in zip(xbar, v):
             if xb is not None and vb is not None:

@@ -345,10 +345,11 @@ def input_gradients(inputs: dict, nums: tuple, adjoint: Any) -> list:
 
 
 def own_array(g: Any, handed: set) -> Any:
-    """``g``, or a copy where an earlier gradient of the same call is that very array: one
-    adjoint can reach several inputs (``x + y``), and each input gets an array of its own."""
+    """``g``, or a copy where an earlier gradient of the same call is that very array (one
+    adjoint can reach several inputs, ``x + y``, and each input gets an array of its own)
+    or where it is read-only (a user's rule returned the view of ``ybar`` it was handed)."""
     if type(g) is np.ndarray:
-        if id(g) in handed:
+        if id(g) in handed or not g.flags.writeable:
             g = g.copy()
         handed.add(id(g))  # the gradients are alive until returned: ids are not reused
     return g
@@ -426,12 +427,15 @@ def _reverse(out, tape, inputs, nums, fname, who, has_aux):
         out, aux = split_aux(out, tape, fname, who)
     value = out.value if tape.owns(out) else out
     check_output(value, fname, who)
-    # a Dask or CuPy output is seeded in its own library, so that no rule broadcasts a
-    # NumPy 1.0 to a data set's shape (Dask would ship it whole); so is an output of one
-    # element and some shape, taken as a scalar
-    seed = 1.0 if np.shape(value) == () and not is_duck_array(value) else np.ones_like(value)
-    adjoint = pull_back(tape, [out], [seed], free=True)
+    adjoint = pull_back(tape, [out], [seed_of(value)], free=True)
     return value, input_gradients(inputs, nums, adjoint), aux
+
+
+def seed_of(value: Any) -> Any:
+    """The adjoint a scalar output ``value`` is seeded with: 1.0 for a NumPy scalar, ones
+    of its shape and type for an array of one element (seeded in its own library for a
+    Dask or CuPy output, so that no rule broadcasts a NumPy 1.0 to a data set's shape)."""
+    return 1.0 if np.shape(value) == () and not is_duck_array(value) else np.ones_like(value)
 
 
 def value_and_grad(

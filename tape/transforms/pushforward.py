@@ -74,6 +74,7 @@ def _transposed(f: Any, argnum: int, rule: Callable) -> Callable:
         return grad(pairing, argnums=0)(u0)
 
     transposed.provisional = True  # a sensitivity registered later replaces it silently
+    transposed.__wrapped__ = rule  # the user's: guarded as a user's rule is
     return transposed
 
 

@@ -26,11 +26,13 @@ from ..core.records import Branch, Tape
 from ..core.reverse import (
     ReverseTape,
     accumulate,
+    call_foreign,
     in_place_rule,
     unbroadcast_axes,
     update_in_place,
 )
 from .batching import REDUCTIONS, Batched, multiply_data
+from .grad import seed_of
 
 __all__ = ["Source", "Changed", "Slot", "liveness", "slotted", "SCALAR_TYPES"]
 
@@ -281,8 +283,10 @@ class Source:
             lo, hi = k * self.size, min(n, (k + 1) * self.size)
             lines += [f"g{q} = g[{q}]" for q in range(lo, hi) if adj[q] is not None]
             if out_pos is not None and lo <= out_pos < hi and active[out_pos]:
-                adj[out_pos] = 1.0
-                lines.append(f"g{out_pos} = 1.0")
+                adj[out_pos] = seed = seed_of(records[out_pos].value)
+                self.uses.add(out_pos)
+                ones = "1.0" if type(seed) is float else f"np.ones_like(x{out_pos})"
+                lines.append(f"g{out_pos} = {ones}")
             for p in range(hi - 1, lo - 1, -1):
                 node = records[p]
                 if adj[p] is None or not isinstance(node, Branch):
@@ -321,22 +325,35 @@ class Source:
             call_args += ", pre=pre"
         head = f"x{p}, {gp}, {call_args}"  # a rule's arguments
         for i, a in enumerate(node.args):
+            foreign = node.f if rules.foreign else None
             if self._active(a, active):
                 update = in_place_rule(rules, i, vals, ybar, a.value)
                 if update is not None:
-                    made = update_in_place(self.rtape, update, a, y, ybar, vals, kwargs)
+                    made = update_in_place(self.rtape, update, a, y, ybar, vals, kwargs, foreign, i)
+                    if foreign is not None:
+                        update = _guarded(update, foreign, i, np.shape(a.value), in_place=True)
                     self._update(a.pos, self._name(update, "u"), made, gp, head, out)
                     continue
                 rule = rules.rule(i, vals)
-                xbar = rule(y, ybar, *vals, **kwargs)
+                if foreign is None:
+                    xbar = rule(y, ybar, *vals, **kwargs)
+                else:
+                    xbar = call_foreign(rule, foreign, i, y, ybar, vals, kwargs)
+                    rule = _guarded(rule, foreign, i, np.shape(xbar))
                 expr = self._adjoint(node, i, rule, p, ybar, kwargs, head)
                 self._contribution(node, i, a, expr, xbar, out)
             elif (type(a) is list or type(a) is tuple) and any(self._active(b, active) for b in a):
                 rule = rules.rule(i, vals)
-                xbars = rule(y, ybar, *vals, **kwargs)
+                if foreign is None:
+                    xbars = rule(y, ybar, *vals, **kwargs)
+                else:
+                    xbars = call_foreign(rule, foreign, i, y, ybar, vals, kwargs, len(a))
+                    rule = _guarded(rule, foreign, i, tuple(map(np.shape, xbars)), len(a))
                 out.append(f"cs = {self._name(rule, 'r')}({head})")
                 for j, (b, xbar) in enumerate(zip(a, xbars)):
-                    if self._active(b, active):
+                    if self._active(b, active) and xbar is None:  # none for this element
+                        out.append(f"if cs[{j}] is not None: raise Changed({_RULE_CHANGED!r})")
+                    elif self._active(b, active):
                         self._contribution(node, i, b, f"cs[{j}]", xbar, out)
 
     def _active(self, a: Any, active: list) -> bool:
@@ -347,7 +364,7 @@ class Source:
         it is known (the scalar forms on arrays, a sum, a product of two matrices), else
         a call of ``rule``."""
         f, vals, gp = node.f, node.vals, self._read(p)
-        if rule is _registered(f, i):
+        if rule is _registered(f, i) and not registry.lookup(f).foreign:
             if f in _SCALAR and not kwargs:
                 template = _on_arrays(_SCALAR[f][1][i])
                 if (
@@ -373,10 +390,7 @@ class Source:
     def _contribution(self, node: Branch, i: int, a: Node, expr: str, xbar: Any, out) -> None:
         """Add contribution ``expr`` (``xbar`` when recorded) into ``a``'s slot, summed
         back to ``a``'s shape as the reverse pass sums it."""
-        if xbar is None:
-            out.append(f"if {expr} is not None: raise Changed({_RULE_CHANGED!r})")
-            return
-        done = accumulate(self.rtape, a, xbar, node.f, i)  # raises if it cannot sum back
+        done = accumulate(self.rtape, a, xbar, node.f, i, node)  # raises if it cannot sum back
         leading, stretched = unbroadcast_axes(np.shape(xbar), np.shape(a.value))
         shift = 0
         if type(expr) is _BatchedData:  # summed on the data, past its batch axis
@@ -586,8 +600,30 @@ _RULE_CHANGED = (
 )
 
 
+def _guarded(rule, f, argnum: int, shape, elements=None, in_place=False) -> Callable:
+    """A user's ``rule`` as a replay calls it: guarded as the reverse pass guards it
+    (``call_foreign``), and checked to give the shape it gave when the tape was recorded
+    (per element for a list argument), which the replay's sums were written for."""
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        head, vals = (args[:3], args[3:]) if in_place else ((None, *args[:2]), args[2:])
+        into, y, ybar = head
+        xbar = call_foreign(rule, f, argnum, y, ybar, vals, kwargs, elements, into)
+        got = np.shape(xbar) if elements is None else tuple(map(np.shape, xbar))
+        if got != shape:
+            raise Changed(
+                f"the sensitivity of {function_name(f)} for argument {argnum} gave shape "
+                f"{got}, not {shape} as when the tape was recorded"
+            )
+        return xbar
+
+    return guarded
+
+
 def _is_scalar_record(node: Branch, tape: Tape) -> bool:
     if node.f not in _SCALAR or node.kwargs or type(node.value) not in SCALAR_TYPES:
+        return False
+    if registry.lookup(node.f).foreign:  # a user's rule replaced the formula written here
         return False
     for a in node.args:
         value = a.value if tape.owns(a) else a
