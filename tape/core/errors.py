@@ -138,12 +138,6 @@ COMPILED_SWAP = (
     "through the permutation"
 )
 
-STALE = (
-    "this node belongs to a tape whose gradient was already taken and cleared: a node "
-    "escaped from the function given to grad (kept in a global, a list or a closure). "
-    "Return what you need from the function, or keep node.value as a constant"
-)
-
 
 def converted_in_library(frame: Any, converting: bool, into: str = "an ndarray") -> str:
     """What to say where library code (an installed package) converted a node: the

@@ -51,6 +51,21 @@ def _in_place(name: str, instead: str) -> Callable:
     return method
 
 
+def _to_number(node: Any, convert: Callable) -> Any:
+    """``float(node)`` and its kin: the number, for a node whose pass has ended (a
+    constant now, as a logged loss is); else the error that says why, at the caller's line."""
+    if not node.tape.records:
+        return convert(registry.value_of(node))
+    caller = sys._getframe(2)
+    counterpart = scipy_caller(caller)  # a SciPy solver's float(fun(x)), say
+    if counterpart:
+        raise NodeConversionError(scipy_conversion(*counterpart))
+    site = converted_in_library(caller, extension("is_converting")(), "a number")
+    if site:
+        raise NodeConversionError(site)
+    raise NodeConversionError(BUFFER if stores_into_array(caller) else TO_NUMBER)
+
+
 class Node(Record, ArraySurface):
     """A recorded value, the base of ``Leaf`` and ``Branch``. It behaves like the value:
     arithmetic, ``@``, indexing, ``.shape``, and every NumPy function, each recorded on
@@ -112,6 +127,9 @@ class Node(Record, ArraySurface):
         return array_api
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if not self.tape.records:  # its pass has ended: a constant, which is its value
+            value = np.asarray(registry.value_of(self), dtype=dtype)
+            return value.copy() if copy else value
         caller = sys._getframe(1)
         if sparse_operator(caller):
             held = np.empty((), dtype=object)  # SciPy then returns NotImplemented, and
@@ -128,16 +146,16 @@ class Node(Record, ArraySurface):
         raise NodeConversionError(BUFFER if stores_into_array(caller) else TO_ARRAY)
 
     def __float__(self) -> float:
-        caller = sys._getframe(1)
-        counterpart = scipy_caller(caller)  # a SciPy solver's float(fun(x)), say
-        if counterpart:
-            raise NodeConversionError(scipy_conversion(*counterpart))
-        site = converted_in_library(caller, extension("is_converting")(), "a number")
-        if site:
-            raise NodeConversionError(site)
-        raise NodeConversionError(BUFFER if stores_into_array(caller) else TO_NUMBER)
+        return _to_number(self, float)
 
-    __int__ = __complex__ = __index__ = __float__
+    def __int__(self) -> int:
+        return _to_number(self, int)
+
+    def __complex__(self) -> complex:
+        return _to_number(self, complex)
+
+    def __index__(self) -> int:
+        return _to_number(self, operator.index)
 
     def __bool__(self) -> bool:
         return plain(bool, (self,))
@@ -353,6 +371,8 @@ class Node(Record, ArraySurface):
     resize = _in_place("resize", "x = np.resize(x, shape)")
 
     def item(self, *args: Any) -> Any:
+        if not self.tape.records:  # its pass has ended: a constant
+            return np.asarray(registry.value_of(self)).item(*args)
         counterpart = scipy_caller(sys._getframe(1))  # a SciPy solver's fun(x).item()
         if counterpart:
             raise NodeConversionError(scipy_conversion(*counterpart))
@@ -362,6 +382,8 @@ class Node(Record, ArraySurface):
         )
 
     def tolist(self) -> Any:
+        if not self.tape.records:  # its pass has ended: a constant
+            return np.asarray(registry.value_of(self)).tolist()
         raise NodeConversionError(
             "node.tolist() would return plain Python numbers and lose the gradient; iterate "
             "over the node (list(x), x[i]) to keep it, or take node.value.tolist() for constants"

@@ -41,7 +41,6 @@ from sensitivities import registry
 from sensitivities.registry import function_name
 
 from .errors import (
-    STALE,
     cannot_enter,
     caused_by_conversion,
     converts_nodes,
@@ -178,8 +177,8 @@ def apply(f: Any, args: tuple, kwargs: dict | None = None) -> Any:
     rules = _rules_of(f)
     if tape is None or rules is None or rules.nondiff or (kwargs and "out" in kwargs):
         return _unrecorded(f, tape, rules, args, kwargs)
-    if not tape.records:
-        raise ValueError(STALE)
+    if not tape.records:  # a node whose pass has ended is a constant: its value
+        return apply(f, _spent_as_values(args), _spent_as_values(kwargs))
     with_rules = rules.argnums
     seal = None
     vals = []
@@ -291,6 +290,18 @@ def _stacked_within(args: tuple) -> tuple:
     )
 
 
+def _spent_as_values(x: Any) -> Any:
+    """``x`` (arguments, or keyword arguments) with each node of a released tape (its
+    pass has ended: a logged loss, kept in a list) replaced by its value, a constant."""
+    if isinstance(x, Record):
+        return x.value if not x.tape.records else x
+    if type(x) is list or type(x) is tuple:
+        return type(x)(map(_spent_as_values, x))
+    if type(x) is dict:
+        return {k: _spent_as_values(v) for k, v in x.items()}
+    return x
+
+
 def _unrecorded(f: Any, tape: Any, rules: Any, args: tuple, kwargs: dict | None) -> Any:
     """``apply`` for every call that records no Branch of its own: no node among the
     positional arguments, no rules (entered), not differentiable (plain), or ``out=``."""
@@ -302,8 +313,8 @@ def _unrecorded(f: Any, tape: Any, rules: Any, args: tuple, kwargs: dict | None)
         if tape is None:
             return f(*args, **kwargs)
         keyword_only = True  # np.average(x, weights=w): fine to enter, not to record
-    if not tape.records:
-        raise ValueError(STALE)
+    if not tape.records:  # a node whose pass has ended is a constant: its value
+        return apply(f, _spent_as_values(args), _spent_as_values(kwargs))
     if kwargs and kwargs.get("out") is not None and (rules is None or not rules.nondiff):
         return _extensions["function_out"](f, args, kwargs, apply)
     if keyword_only and rules is not None and not rules.nondiff:

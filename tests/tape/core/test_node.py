@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from tape import Leaf, Tape, grad
+from tape.core.errors import NodeConversionError
 from tests.fd import check_grads
 
 rng = np.random.default_rng(0)
@@ -682,3 +683,56 @@ def test_orders_of_flatten_ravel_and_astype_follow_numpy_with_the_gradient(
     expected = np.zeros(base.size)
     expected[call(ids).astype(int).reshape(-1)] = weights.reshape(-1)
     np.testing.assert_array_equal(g, expected.reshape(base.shape))
+
+
+def test_logged_losses_behave_as_their_values():
+    import io
+    import logging
+
+    losses, history = [], {}
+
+    def f(x):
+        loss = np.sum(x**2)
+        losses.append(loss)
+        history["loss"] = loss
+        return loss
+
+    xs = [np.full(2, float(step)) for step in range(3)]
+    for x in xs:
+        grad(f)(x)
+    expected = [float(np.sum(x**2)) for x in xs]  # NumPy's own values
+    assert np.mean(losses) == np.mean(expected) and type(np.mean(losses)) is np.float64
+    np.testing.assert_array_equal(np.array(losses), expected)
+    np.testing.assert_array_equal(np.stack(losses), expected)
+    assert float(losses[-1]) == expected[-1] and int(losses[-1]) == int(expected[-1])
+    assert losses[-1].item() == expected[-1] and losses[-1].tolist() == expected[-1]
+    assert f"{history['loss']:.2f}" == f"{expected[-1]:.2f}" and str(losses[0]) == str(0.0)
+    assert "%.1f" % losses[1] == "2.0" and np.sin(losses[1]) == np.sin(expected[1])
+    stream = io.StringIO()
+    logger = logging.getLogger("tape-logging-test")
+    logger.addHandler(logging.StreamHandler(stream))
+    logger.warning("loss %.3f", losses[-1])
+    assert stream.getvalue() == f"loss {expected[-1]:.3f}\n"
+    tqdm = pytest.importorskip("tqdm")
+    with tqdm.tqdm(total=1, file=io.StringIO()) as bar:
+        bar.set_postfix(loss=losses[-1])  # formats the number
+        assert "loss=8" in bar.postfix
+
+
+def test_a_logged_loss_plots():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    losses = []
+    for step in range(3):
+        grad(lambda x: losses.append(np.sum(x**2)) or losses[-1])(np.full(2, float(step)))
+    fig, ax = plt.subplots()
+    (line,) = ax.plot(losses)
+    np.testing.assert_array_equal(line.get_ydata(), [0.0, 2.0, 8.0])
+    plt.close(fig)
+
+
+def test_a_node_is_still_refused_as_a_number_inside_its_pass():
+    with pytest.raises(NodeConversionError, match="gradient"):
+        grad(lambda x: float(np.sum(x)))(np.ones(2))
