@@ -4,13 +4,16 @@
 The model is ``dP/dt = r P (1 - P / K)``, ``P(0) = P0``, solved by
 ``tape.scipy.integrate.solve_ivp``; the loss is the mean squared error against the
 yearly population. ``value_and_grad`` of the loss is what ``minimize(jac=True)`` wants:
-its gradient with respect to ``(log r, log K, P0)`` comes from the continuous adjoint
-(the adjoint ODE integrated backwards by SciPy), or with ``--adjoint discrete`` from
-SciPy's own RK45 steps replayed on the tape. (No package ships the Hudson Bay lynx-hare
-series offline; the population series is a classic of Verhulst's model too.)
+its gradient with respect to ``(log r, log K, P0)`` comes from SciPy's own RK45 steps
+replayed on the tape, or with ``--adjoint continuous`` from the continuous adjoint (the
+adjoint ODE integrated backwards by SciPy: memory of a few states, however many steps,
+but a tape per right-hand side evaluation, and so about ten times slower on this small
+system). (No package ships the Hudson Bay lynx-hare series offline; the population
+series is a classic of Verhulst's model too.)
 
-    python examples/ode_fit.py            # fit
-    python examples/ode_fit.py --quick    # a few iterations
+    python examples/ode_fit.py                        # fit, through the discrete steps
+    python examples/ode_fit.py --adjoint continuous   # the same fit, through the adjoint ODE
+    python examples/ode_fit.py --quick                # a few iterations
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ def closed_form(theta, t):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="stop after a few iterations")
-    parser.add_argument("--adjoint", choices=["continuous", "discrete"], default="continuous")
+    parser.add_argument("--adjoint", choices=["discrete", "continuous"], default="discrete",
+                        help="replay SciPy's steps (fast here) or integrate the adjoint ODE")
     args = parser.parse_args(argv)
 
     t, P = population()

@@ -47,8 +47,12 @@ def with_grad():
     def loss(W, X):
         return np.mean(np.tanh(X @ W) ** 2)
 
-    value, (dW,) = value_and_grad(loss, argnums=(0,))(W, X)
-    show("value_and_grad(loss, argnums=(0,))(W, X)", (value, dW))
+    # what each call returns, as the REPL shows it: a tuple argnums gives a tuple of
+    # gradients, as grad does; an int argnums gives the gradient alone
+    show("value_and_grad(loss, argnums=(0,))(W, X)", value_and_grad(loss, argnums=(0,))(W, X))
+    value, dW = value_and_grad(loss, argnums=0)(W, X)
+    show("value, dW = value_and_grad(loss, argnums=0)(W, X)", None)
+    show("dW.shape", dW.shape)
     print()
 
 
@@ -69,7 +73,8 @@ def custom_primitive():
     x = Leaf(t, np.array([-1000.0, 0.0, 1000.0]))
     np.sum(log1pexp(x))
     show("t", t)
-    show("grad(lambda x: np.sum(log1pexp(x)))(x)", grad(lambda v: np.sum(log1pexp(v)))(x.value))
+    gradient = grad(lambda v: np.sum(log1pexp(v)))(x.value)
+    show("grad(lambda v: np.sum(log1pexp(v)))(x.value)", gradient)
 
 
 def main(argv=None):

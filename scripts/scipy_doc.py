@@ -16,6 +16,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's tape, not an installed one
 
 from sensitivities.registry import lookup  # noqa: E402
 from tape.scipy import linalg, signal, special, stats  # noqa: E402
+from tape.scipy.linalg import blas  # noqa: E402
 
 INTRO = '''# SciPy
 
@@ -54,8 +55,9 @@ NOT_COVERED = [
     ("discrete distributions in `k`", "a count has no derivative"),
     ("other distributions, `wishart`, `invwishart`, `rvs`, `fit`, `isf`, moments",
      "not yet; SciPy's own on plain values"),
-    ("`multivariate_normal(..., allow_singular=True)` with a singular covariance",
-     "the computation goes through a Cholesky factor"),
+    ("`multivariate_normal` with a singular covariance, in directions that change its "
+     "rank", "the density jumps there: it is differentiated along the covariances of its "
+     "rank, and is `-inf` off its support, as SciPy's"),
     ("`linalg.schur` where eigenvalues are complex (2x2 blocks) or repeated, with `sort`, "
      "or `output='complex'`", "the Schur vectors are not determined there, or not yet; "
      "a node there is refused in the forward pass, never given a wrong gradient"),
@@ -63,13 +65,28 @@ NOT_COVERED = [
     ("`linalg.qr(mode='full')` of a tall matrix, `svd` vectors of a non-square matrix with "
      "`full_matrices=True`", "the extra columns are not determined by the input"),
     ("`linalg.lu` of a non-square matrix", "its rule is for square factors"),
-    ("`linalg.sqrtm`, `logm`, `solve_sylvester`, `solve_banded`, `null_space` of complex input",
-     "their rules are written for real matrices"),
+    ("`linalg.solve_banded`, `null_space` of complex input",
+     "their rules are written for real matrices (`sqrtm`, `logm`, `solve_sylvester` take "
+     "complex ones, and real ones with a complex root)"),
+    ("strided BLAS calls (`offx`, `incx`, an `n` shorter than the vectors); other BLAS and "
+     "LAPACK routines (`dtrmm`, `scipy.linalg.lapack`)", "not yet: SciPy's own on plain "
+     "values"),
+    ("a BLAS routine imported by name (`from scipy.linalg.blas import dgemm`) before "
+     "tape's first pass", "f2py's routines do not carry the name they are bound by, so "
+     "only `scipy.linalg.blas`'s own binding is redirected: call `blas.dgemm`"),
+    ("a spline's positions `x`, knots `t` and boundary values when it is constructed "
+     "(`CubicSpline`, `make_interp_spline`, `interp1d`)", "the coefficients are nonlinear "
+     "in them: a node there is a `TypeError`; a `PPoly` or `BSpline` made from "
+     "coefficients is differentiable in its breakpoints and knots"),
+    ("other interpolators (`Akima1DInterpolator`, `PchipInterpolator`, `UnivariateSpline`, "
+     "`RBFInterpolator`, `splrep`/`splev`), `PPoly.roots`/`solve`, `interp1d` under "
+     "`vmap` over points with `bounds_error`", "not yet: SciPy's own on plain values"),
     ("`signal.convolve2d`/`correlate2d` with `boundary` other than `'fill'` or `fillvalue` "
      "other than 0; `fftconvolve` over some axes only; `lfilter` with `zi`",
      "not yet; plain arrays still get SciPy's result"),
-    ("`integrate.quad` and the other quadratures; `solve_ivp` with `events` or "
-     "`dense_output`", "not yet: SciPy's own on plain values (`np.trapezoid` is "
+    ("`integrate.dblquad`, `tplquad`, `nquad`, `quad_vec`; `quad` with `weight=` or "
+     "`complex_func=`, or under `vmap`; `solve_ivp` with `events` or `dense_output`",
+     "not yet: SciPy's own on plain values (`fixed_quad`, `simpson`, `np.trapezoid` are "
      "differentiable)"),
     ("`optimize.minimize` with `constraints`, or a minimiser on its `bounds`; "
      "`least_squares`, `linprog`, `curve_fit`",
@@ -124,6 +141,54 @@ def function_table(title, module, prefix) -> list[str]:
     lines = [f"## {title}", "", "| function | how |", "| --- | --- |"]
     for name in sorted(module.__all__):
         lines.append(f"| `{prefix}.{name}` | {_how(getattr(module, name))} |")
+    return lines + [""]
+
+
+METHODS = "`__call__` (`nu`), `derivative`, `antiderivative`, `integrate`"
+SPLINES = [
+    ("CubicSpline", "`y`, the points", METHODS),
+    ("PPoly", "`c`, `x`, the points", METHODS),
+    ("BSpline", "`c`, `t`, the points", METHODS),
+    ("make_interp_spline", "`y`, the points", "a `BSpline`"),
+    ("interp1d", "`y`, `fill_value`, the points (not for the piecewise constant kinds)",
+     "`__call__`, every `kind`, `bounds_error`"),
+]
+INTERPOLATE = "\n".join([
+    "## interpolate",
+    "",
+    "Subclasses of SciPy's classes (`isinstance` holds), with SciPy's arguments and values,",
+    "differentiable in the data `y` they are built from and in the points they are evaluated",
+    "at. Construction is affine in `y`, so the coefficients are SciPy's construction applied",
+    "to the data's columns: every boundary condition and `extrapolate` mode is SciPy's; the",
+    "`n x n` map costs `O(n^2)` memory for `n` data points.",
+    "",
+    "| class or function | differentiable in | methods |",
+    "| --- | --- | --- |",
+    *[f"| `interpolate.{name}` | {wrt} | {methods} |" for name, wrt, methods in SPLINES],
+    "",
+    "## SciPy's own names in library code",
+    "",
+    "While a pass records, library code that calls SciPy's own functions on nodes gets the",
+    "counterparts above (`tape.scipy.redirect`): `scipy.linalg` and `scipy.linalg.blas`,",
+    "`scipy.special`, `scipy.signal`, `scipy.spatial.distance`, `scipy.stats` (the",
+    "multivariate distributions too), `scipy.integrate` (`quad` also through a closure), and",
+    "the splines of `scipy.interpolate`, whose own objects then hold the nodes. SciPy's",
+    "classes stay SciPy's; plain values get SciPy's results.",
+    "",
+])  # fmt: skip
+
+
+def blas_table() -> list[str]:
+    routines = sorted({name[1:] for name in blas.__all__})
+    lines = ["## linalg.blas", "",
+             "NumPy expressions with SciPy's meaning (`alpha`, `beta`, `c`, `trans`, `lower`,",
+             "`side`; one triangle of `syrk`'s result, the other `c`'s; the array handed in is",
+             "written where SciPy's overwrites it), where a call meets a node; SciPy's routine",
+             "on plain values.", "",
+             "| routine | precisions |", "| --- | --- |"]  # fmt: skip
+    for routine in routines:
+        prefixes = " ".join(f"`{p}`" for p in "sdcz" if p + routine in blas.__all__)
+        lines.append(f"| `{routine}` | {prefixes} |")
     return lines + [""]
 
 
@@ -185,6 +250,11 @@ SOLVERS = "\n".join([
     "| --- | --- |",
     "| `integrate.solve_ivp`, `integrate.odeint` | continuous adjoint (SciPy's integrators "
     "backwards); `adjoint=\"discrete\"` replays `RK45`/`RK23` steps |",
+    "| `integrate.quad` | SciPy's value; the derivative of a Gauss-Legendre rule on SciPy's "
+    "final subintervals (refined until it gives SciPy's value), in the limits, `args` and "
+    "what the integrand closes over |",
+    "| `integrate.fixed_quad`, `simpson`, `trapezoid`; `special.roots_legendre`, `p_roots` | "
+    "SciPy's NumPy code, recorded as it is (nodes and weights are constants) |",
     "| `optimize.root`, `root_scalar`, `brentq`, `brenth`, `ridder`, `bisect`, `toms748`, "
     "`fixed_point` | implicit function theorem at the root |",
     "| `optimize.minimize` | implicit function theorem on `grad f = 0` (the Hessian) |",
@@ -199,10 +269,12 @@ def render() -> str:
     lines = [INTRO]
     lines += stats_table()
     lines += function_table("linalg", linalg, "linalg")
+    lines += blas_table()
     lines += function_table("signal", signal, "signal")
     lines += special_table()
     lines += [ARRAY_API]
     lines += [SOLVERS]
+    lines += [INTERPOLATE]
     lines += ["## Not covered, and why", "", "| what | why |", "| --- | --- |"]
     lines += [f"| {what} | {why} |" for what, why in NOT_COVERED]
     return "\n".join(lines) + "\n"

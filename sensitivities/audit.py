@@ -21,6 +21,7 @@ ENTERED = {
     "np.take_along_axis", "np.union1d", "np.fromfunction", "np.linalg.diagonal",
     "np.linalg.matmul", "np.linalg.matrix_transpose", "np.linalg.tensordot", "np.linalg.trace",
     "np.linalg.vecdot", "np.fft.fftfreq", "np.fft.rfftfreq", "np.fill_diagonal",
+    "np.put_along_axis",
 }  # fmt: skip
 
 _CONVERTS = (
@@ -49,8 +50,6 @@ UNSUPPORTED = {
     **dict.fromkeys(
         ["np.asmatrix", "np.bmat", "np.require", "np.from_dlpack", "np.frombuffer",
          "np.fromiter", "np.fromstring"], _CONVERTS),
-    **dict.fromkeys(
-        ["np.place", "np.put", "np.put_along_axis", "np.putmask"], _IN_PLACE),
     **dict.fromkeys(
         ["np.load", "np.loadtxt", "np.save", "np.savetxt", "np.savez", "np.savez_compressed",
          "np.genfromtxt", "np.fromfile", "np.fromregex"], _IO),

@@ -19,6 +19,34 @@ def _as(x, dtype):
     return x.astype(dtype) if is_node(x) else np.asarray(x, dtype=dtype)
 
 
+# NumPy's writes into an array in place, on a node: its recorded writes (x.put, x[...] = v)
+
+
+@implementation(np.place)
+def _place(arr, mask, vals):
+    # the first count(mask) of vals, repeated as needed, where mask is True, in order
+    where = np.flatnonzero(np.asarray(value_of(mask), dtype=bool))
+    flat = np.ravel(vals)
+    if where.size and np.size(value_of(flat)) == 0:
+        raise ValueError("Cannot insert from an empty array!")  # as NumPy says it
+    if where.size:
+        arr.put(where, flat[np.arange(where.size) % np.size(value_of(flat))])
+
+
+@implementation(np.putmask)
+def _putmask(a, mask, values):
+    # a.flat[n] = values.flat[n % size] where mask.flat[n]: by position, not by count
+    where = np.flatnonzero(np.broadcast_to(np.asarray(value_of(mask), dtype=bool), np.shape(a)))
+    flat = np.ravel(values)
+    if where.size:
+        a.put(where, flat[where % np.size(value_of(flat))])
+
+
+@implementation(np.put)
+def _put(a, ind, v, mode="raise"):
+    a.put(ind, v, mode=mode)
+
+
 @implementation(np.geomspace)
 def _geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     # NumPy's steps: rotate start to the positive real axis (a sign, held constant: the

@@ -2,11 +2,13 @@
 
 import doctest
 import importlib.util
+import os
 import re
 import shutil
 import statistics
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -49,6 +51,88 @@ def test_the_examples_in_the_guide_run(page):
         report=True,
     )
     assert result.failed == 0, f"{result.failed} example(s) failed in {page.name}"
+
+
+# -- how the pages read: every session fenced as pycon, every program runs as a file --------
+
+MARKDOWN = [*(p for p in sorted(DOCS.rglob("*.md")) if "_ext" not in p.parts), ROOT / "README.md"]
+MARKDOWN_IDS = [str(p.relative_to(ROOT)) for p in MARKDOWN]
+_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
+
+
+def fenced_blocks(text):
+    """The page's fenced blocks as ``(language, line number, body)``, and its lines
+    outside any fence as ``(line number, line)``."""
+    blocks, outside = [], []
+    opening = None  # (fence, language, line number, body lines) of the block we are in
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _FENCE.match(line)
+        if opening is None and match:
+            opening = (match.group(2), match.group(3), number, [])
+        elif opening is not None and line.strip() == opening[0]:
+            _, language, start, body = opening
+            blocks.append((language, start, "\n".join(body)))
+            opening = None
+        elif opening is not None:
+            opening[3].append(line)
+        else:
+            outside.append((number, line))
+    return blocks, outside
+
+
+def test_fenced_blocks_reads_fences_as_mkdocs_does():
+    text = "a\n>>> bare\n```pycon\n>>> 1\n1\n```\n  ```python\n  x = 1\n  ```\n"
+    blocks, outside = fenced_blocks(text)
+    assert blocks == [("pycon", 3, ">>> 1\n1"), ("python", 7, "  x = 1")]
+    assert outside == [(1, "a"), (2, ">>> bare")]
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=MARKDOWN_IDS)
+def test_every_session_is_inside_a_fence(page):
+    # Markdown reads a bare >>> line as three nested block quotes
+    _, outside = fenced_blocks(page.read_text())
+    bare = [number for number, line in outside if line.lstrip().startswith(">>>")]
+    assert not bare, f"{page.name}: >>> outside a ```pycon fence on lines {bare}"
+
+
+@pytest.mark.parametrize("page", MARKDOWN, ids=MARKDOWN_IDS)
+def test_every_session_is_fenced_as_pycon(page):
+    # only pycon tells the copy button which lines are prompts and output
+    blocks, _ = fenced_blocks(page.read_text())
+    wrong = [n for lang, n, body in blocks if lang != "pycon" and body.lstrip().startswith(">>>")]
+    assert not wrong, f"{page.name}: sessions fenced as other than pycon on lines {wrong}"
+
+
+def programs():
+    """Every ```python block that imports tape: a program a reader saves to a file and runs."""
+    found = []
+    for page in MARKDOWN:
+        for language, number, body in fenced_blocks(page.read_text())[0]:
+            if language == "python" and re.search(r"^\s*(import tape|from tape)\b", body, re.M):
+                found.append(pytest.param(textwrap.dedent(body), id=f"{page.name}:{number}"))
+    return found
+
+
+@pytest.mark.parametrize("program", programs())
+def test_every_program_in_the_pages_runs_as_a_file(program, tmp_path):
+    imported = re.findall(r"^\s*(?:import|from) (\w+)", program, re.M)
+    for module in dict.fromkeys(imported):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"needs {module}, which is not installed")
+    if "cupy" in imported:
+        import cupy
+
+        try:
+            cupy.cuda.runtime.getDeviceCount()
+        except cupy.cuda.runtime.CUDARuntimeError:
+            pytest.skip("needs a GPU for CuPy")
+    script = tmp_path / "program.py"
+    script.write_text(program)
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True,
+        timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
 
 
 def test_every_page_is_in_the_nav():

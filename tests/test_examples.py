@@ -39,6 +39,9 @@ def test_quickstart():
         capture_output=True, text=True, check=True, timeout=120,
     ).stdout
     assert "(1.6065471361170487, 0.6791074260357777)" in out
+    # each line shows what its call returns: here, value_and_grad's tuple of gradients
+    shown = re.escape(">>> value_and_grad(loss, argnums=(0,))(W, X)")
+    assert re.search(shown + r"\n\([\d.]+, \(array\(", out)
 
 
 def test_custom_sensitivity(capsys):
@@ -224,7 +227,9 @@ def test_ode_fit(capsys):
     example = load("ode_fit")
     result = example.main(["--quick"])
     out = capsys.readouterr().out
-    assert "BFGS: 3 iterations" in out and "continuous adjoint" in out
+    assert "BFGS: 3 iterations" in out and "discrete adjoint" in out  # the fast default
+    example.main(["--quick", "--adjoint", "continuous"])
+    assert "continuous adjoint" in capsys.readouterr().out
     t, P = example.population()
     assert len(t) == 51 and 1.7 < P[0] < 1.8  # 1959-2009, in hundreds of millions
     # the solver's gradient, both ways, against central differences of the closed form

@@ -53,4 +53,5 @@ def test_no_global_setting_outlives_a_call_whatever_the_handler_raises():
         signal.signal(signal.SIGALRM, previous)
     assert hits > 50  # the handler did land inside the calls
     assert not left_behind()
-    assert tape.grad(np.sqrt)(0.0)[0] == np.inf
+    with pytest.warns(RuntimeWarning, match="divide by zero"):  # sqrt's derivative at 0
+        assert tape.grad(np.sqrt)(0.0)[0] == np.inf

@@ -21,8 +21,10 @@ function here is either
 
 The counterparts ``solve_triangular``, ``cho_factor``, ``cho_solve``, ``expm``, ``inv``,
 ``solve``, ``det``, ``cholesky``, ``lu_factor`` and ``lu_solve`` live in
-``sensitivities.linalg`` and are re-exported here. Real input only, for the primitives
-here; on plain arrays every function gives SciPy's values.
+``sensitivities.linalg`` and are re-exported here. ``sqrtm``, ``logm`` and
+``solve_sylvester`` take complex matrices too (and a real matrix whose root is complex);
+the other primitives here real ones only. On plain arrays every function gives SciPy's
+values.
 
 >>> import numpy as np
 >>> from sensitivities.scipy.linalg import sqrtm
@@ -95,8 +97,8 @@ if _sla is not None:
 
     @preprocess(solve_sylvester)
     def _(y, ybar, a, b, q):
-        # the adjoint equation: a' lam + lam b' = ybar
-        _real_only("solve_sylvester", a, b, q)
+        # the adjoint equation: a' lam + lam b' = ybar (transposes, not conjugates: the
+        # solution is holomorphic in a, b and q, and tape's complex convention is JAX's)
         return solve_sylvester(_mT(a), _mT(b), ybar)
 
     sensitivity(solve_sylvester, 0)(lambda y, ybar, a, b, q, pre: -np.matmul(pre, _mT(y)))
@@ -118,8 +120,9 @@ if _sla is not None:
 
     @sensitivity(sqrtm, 0)
     def _(y, ybar, A):
-        # y y = A, so y dy + dy y = dA; the adjoint solves y' g + g y' = ybar
-        _real_only("sqrtm", A)
+        # y y = A, so y dy + dy y = dA; the adjoint solves y' g + g y' = ybar. The root
+        # is holomorphic: a real matrix with negative eigenvalues has a complex one, and
+        # the same equation holds (the gradient of a real A is its real part)
         yt = _mT(y)
         return solve_sylvester(yt, yt, ybar)
 
@@ -132,8 +135,8 @@ if _sla is not None:
     @sensitivity(logm, 0)
     def _(y, ybar, A):
         # f([[X, E], [0, X]]) = [[f(X), L_f(X, E)], [0, f(X)]] for a primary matrix
-        # function, and the adjoint of L_f(A, .) is L_f(A', .) (Higham 2008, 3.2)
-        _real_only("logm", A)
+        # function, and the adjoint of L_f(A, .) is L_f(A', .) (Higham 2008, 3.2);
+        # holomorphic, so for complex A too
         at = _mT(A)
         big = _block(at, ybar, _zeros(at, np.shape(at)), at)
         return _upper_corner(logm(big), np.shape(A)[-1])

@@ -519,9 +519,15 @@ class _MultivariateNormal:
     """``scipy.stats.multivariate_normal``: ``logpdf(x, mean=None, cov=1,
     allow_singular=False)`` and ``pdf``, differentiable in ``x``, ``mean`` and ``cov``.
 
-    The covariance must be positive definite (``allow_singular`` is accepted as SciPy's
-    but the computation goes through a Cholesky factor). The gradient in ``cov`` is the
-    symmetric one, as for ``np.linalg.cholesky``.
+    A positive definite covariance goes through its Cholesky factor. With
+    ``allow_singular=True`` a singular one (rank ``r``, by SciPy's cutoff on its
+    eigenvalues) is the density on its range, as SciPy's: the pseudo-determinant and the
+    pseudo-inverse, and ``-inf`` off the support. Both are written through ``K = C Q`` and
+    ``W = Q' C Q``, with ``Q`` a fixed basis of the range: ``C = K W^-1 K'`` holds for every
+    ``C`` of rank ``r`` near it, so ``pdet C = det(K'K) / det W`` and
+    ``C^+ = K (K'K)^-1 W (K'K)^-1 K'`` are differentiable, to any order, along the
+    covariances of that rank (which are all a density may move through). The gradient in
+    ``cov`` is the symmetric one, as for ``np.linalg.cholesky``.
     """
 
     name = "multivariate_normal"
@@ -537,6 +543,10 @@ class _MultivariateNormal:
         from ..linalg import solve_triangular
 
         dev, cov, d = _mvn_parts(x, mean, cov)
+        if allow_singular:
+            range_basis, null_basis, cutoff = _psd_split(cov)
+            if np.shape(null_basis)[1]:
+                return _squeeze(_singular_logpdf(dev, cov, range_basis, null_basis, cutoff))
         factor = np.linalg.cholesky(cov)
         # whitened deviations: solve L w = dev' for every point at once
         w = solve_triangular(factor, np.transpose(np.reshape(dev, (-1, d))), lower=True)
@@ -556,6 +566,41 @@ class _MultivariateNormal:
 
     def __repr__(self):
         return "<differentiable scipy.stats.multivariate_normal>"
+
+
+def _psd_split(cov):
+    """SciPy's reading of a covariance that may be singular (``scipy.stats._PSD``): the
+    eigenvectors of its lower triangle whose eigenvalues pass SciPy's cutoff (the range),
+    the others (the null space), and the tolerance of its support test. Plain values:
+    which eigenvalues vanish is constant along the covariances of one rank."""
+    plain = np.asarray(_plain(cov), dtype=float)
+    lower = np.tril(plain) + np.tril(plain, -1).T
+    s, u = np.linalg.eigh(lower)
+    eps = 1e6 * np.finfo(float).eps * np.max(np.abs(s))
+    if np.min(s) < -eps:
+        raise ValueError("The input matrix must be symmetric positive semidefinite.")
+    return u[:, s > eps], u[:, s <= eps], 1e3 * eps
+
+
+def _singular_logpdf(dev, cov, range_basis, null_basis, cutoff):
+    """The log density on the range of a singular covariance (see the class)."""
+    sym = (cov + np.swapaxes(cov, -1, -2)) / 2
+    plain = np.asarray(_plain(cov), dtype=float)
+    lower = np.tril(plain) + np.tril(plain, -1).T
+    sym = sym + (lower - _plain(sym))  # SciPy reads the lower triangle: its values
+    K = sym @ range_basis
+    W = range_basis.T @ K
+    G = K.T @ K
+    points = np.reshape(dev, (-1, np.shape(dev)[-1]))
+    coefficients = np.linalg.solve(G, K.T @ points.T)  # dev = K v on the range
+    maha = np.sum(coefficients * (W @ coefficients), axis=0)
+    log_pdet = 2.0 * (np.sum(np.log(np.diagonal(np.linalg.cholesky(G))))
+                      - np.sum(np.log(np.diagonal(np.linalg.cholesky(W)))))  # fmt: skip
+    rank = np.shape(range_basis)[1]
+    out = -0.5 * (rank * math.log(2 * math.pi) + log_pdet + maha)
+    off = np.linalg.norm(np.asarray(_plain(points)) @ null_basis, axis=-1) >= cutoff
+    out = np.where(off, -np.inf, out)  # off the support, as SciPy
+    return np.reshape(out, np.shape(dev)[:-1])
 
 
 class _Dirichlet:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dis
 import linecache
+import re
+import sys
 from typing import Any
 
 import numpy as np
@@ -292,11 +294,65 @@ def in_place(name: str, instead: str) -> str:
 
 
 def out_into_array(name: str) -> str:
+    """The error for ``name(..., out=a)`` with ``a`` an ndarray and a node among the
+    inputs; for ``a op= node`` written in the user's code (which NumPy turns into
+    ``out=a``), the error names that line and the array, and says how to make it one that
+    can hold nodes."""
+    line = _augmented_line()
+    if line:
+        return _augmented_into_array(line)
     return (
         f"{name}(..., out=a) writes a result computed from a node into the ndarray a, "
         "which can hold numbers only (its gradient would be lost). Make the buffer a node "
         "(a = np.zeros_like(x) with x a node), or drop out= and use the returned value"
     )
+
+
+def _augmented_into_array(line: str) -> str:
+    """The error for the user's ``line``, ``a[i] op= value``, ``a`` an ndarray and the
+    value computed from a node."""
+    match = re.match(r"\s*([\w.]+)(\[.*\])?\s*([-+*/@%&|^<>]+)=\s*(.+)", line)
+    if match is None:
+        return f"`{line}`: {out_into_array.__doc__}"
+    name, index, op, value = match.groups()
+    method = {"+": "add", "-": "add", "*": "multiply", "/": "divide"}.get(op)
+    functional = ""
+    if index is None:  # the whole array: its new value is NumPy's a op b
+        functional = f"; or write {name} = {name} {op} {value}"
+    elif method is not None:
+        argument = f"-({value})" if op == "-" else value
+        functional = (
+            f"; or update it functionally, {name} = tape.at({name})[{index[1:-1]}]"
+            f".{method}({argument})"
+        )
+    return (
+        f"`{line}` writes a value computed from a node into the ndarray {name} in place, "
+        f"which can hold numbers only (its gradient would be lost): {name} was made "
+        "outside the differentiated code, or from plain values (such as a copy of an array "
+        "from outside), so it is no node. Make it one with the same values before the "
+        f"write, from a node x: {name} = {name} + np.zeros_like(x, shape={name}.shape)"
+        + functional
+    )
+
+
+_BINARY_OP = dis.opmap.get("BINARY_OP")
+_INPLACE = {i for i, (name, _) in enumerate(getattr(dis, "_nb_ops", ())) if "INPLACE" in name}
+
+
+def _augmented_line() -> str:
+    """The source of the user's line where it runs ``a op= b`` (the first frame outside
+    the engine and NumPy); "" where it does not."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__", "").partition(".")[0] in (
+        "tape", "sensitivities", "numpy",
+    ):  # fmt: skip
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    code, at = frame.f_code.co_code, frame.f_lasti
+    if not (0 <= at < len(code) - 1 and code[at] == _BINARY_OP and code[at + 1] in _INPLACE):
+        return ""
+    return linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
 
 
 def how_to_register(f: Any, argnum: int) -> str:

@@ -51,6 +51,20 @@ def _in_place(name: str, instead: str) -> Callable:
     return method
 
 
+_CLASS = object.__dict__["__class__"]  # the class slot itself, under the property below
+# code that knows a node for what it is: the engine, NumPy's own (entered on nodes), the
+# standard library's (pickle, copy, the type checks of functools), and the array libraries
+# whose operators take an ndarray as data of their own (a Dask array would put a node in
+# its graph as a chunk; tests/test_dask.py)
+_OWN_CODE = frozenset(sys.stdlib_module_names) | {
+    "tape", "sensitivities", "numpy", "dask", "distributed", "xarray", "pandas", "cupy",
+    "cupyx", "sparse", "jax", "torch",
+}  # fmt: skip
+_ATTRIBUTE_READS = frozenset(
+    dis.opmap[name] for name in ("LOAD_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR") if name in dis.opmap
+)
+
+
 def _to_number(node: Any, convert: Callable) -> Any:
     """``float(node)`` and its kin: the number, for a node whose pass has ended (a
     constant now, as a logged loss is); else the error that says why, at the caller's line."""
@@ -85,6 +99,28 @@ class Node(Record, ArraySurface):
     __slots__ = ()
     __array_priority__ = 1000.0  # NumPy defers binary operators to us
     __hash__ = object.__hash__  # __eq__ is elementwise, identity still hashes
+
+    @property
+    def __class__(self) -> type:  # type: ignore[override]
+        """To code outside the engine, ``np.ndarray`` where the value is one: library code
+        that asks ``isinstance(x, np.ndarray)`` (galpy's potentials, SMT's checks) takes
+        the branch it takes for the value, not its scalar branch. ``type(x)`` is the
+        node's own class, and so is ``isinstance`` in the engine."""
+        cls = _CLASS.__get__(self)
+        if type(self.value) is np.ndarray:
+            caller = sys._getframe(1)
+            module = caller.f_globals.get("__name__", "")
+            # isinstance asks from a call; x.__class__ written out (to call it, or read
+            # its methods) is the node's own class
+            if module.partition(".")[0] not in _OWN_CODE and caller.f_code.co_code[
+                caller.f_lasti
+            ] not in _ATTRIBUTE_READS:
+                return np.ndarray
+        return cls
+
+    @__class__.setter
+    def __class__(self, cls: type) -> None:
+        _CLASS.__set__(self, cls)  # a view's lazy class (tape.core.versions)
 
     value: Any
     tape: Any
@@ -381,6 +417,11 @@ class Node(Record, ArraySurface):
             "node instead (x[()] or x[i]), or take node.value for a constant"
         )
 
+    def setflags(self, write: Any = None, align: Any = None, uic: Any = None) -> None:
+        """Accepted, and changes nothing: a node's value is the tape's, never written in
+        place (a write to the node records a new version), so it is read-only already
+        (library code's ``x.setflags(write=False)`` before handing ``x`` on)."""
+
     def tolist(self) -> Any:
         if not self.tape.records:  # its pass has ended: a constant
             return np.asarray(registry.value_of(self)).tolist()
@@ -455,8 +496,7 @@ _LEAVES = (
 # ndarray's attributes that a node leaves out, as they are about memory and layout
 # (not the protocols NumPy probes, __array_interface__ and the like: found on the class,
 # they would cost every conversion attempt an exception)
-_MEMORY_ATTRIBUTES = ("base", "byteswap", "ctypes", "data", "flags", "getfield", "setfield",
-                      "setflags")  # fmt: skip
+_MEMORY_ATTRIBUTES = ("base", "byteswap", "ctypes", "data", "flags", "getfield", "setfield")
 
 
 def _memory_attribute(name: str) -> property:

@@ -194,15 +194,30 @@ def tree_map(f: Callable, tree: Any, *rest: Any) -> Any:
     for i, other in enumerate(rest):
         other_leaves = tree_leaves_like(other, treedef)
         if other_leaves is None:
-            raise ValueError(
-                f"tree_map: tree {i + 1} of the rest does not have the first tree's structure "
-                f"{treedef!r}"
-            )
+            raise ValueError(_mismatch(i, tree, treedef, other))
         others.append(other_leaves)
     mapped = [
         None if leaf is None else f(leaf, *(o[k] for o in others)) for k, leaf in enumerate(leaves)
     ]
     return tree_unflatten(treedef, mapped)
+
+
+def _mismatch(i: int, tree: Any, treedef: Any, other: Any) -> str:
+    structure = tree_flatten(other)[1]
+    message = (
+        f"tree_map: tree {i + 1} of the rest has the structure "
+        f"{'of a single leaf' if structure is None else repr(structure)}, not the first "
+        f"tree's {treedef!r}"
+    )
+    if (type(tree) is Gradients) == (type(other) is Gradients):
+        return message
+    which, gradients = ("it", other) if type(other) is Gradients else ("the first tree", tree)
+    count = f"{len(gradients)} gradient{'s' if len(gradients) != 1 else ''}"
+    return (
+        f"{message}: {which} is the tuple that grad returns, one gradient per argument "
+        f"({count}). Take the gradient out of it, `(g,) = grad(f)(params)`, or ask for it "
+        "alone with `grad(f, argnums=0)`"
+    )
 
 
 def ravel(tree: Any) -> tuple[Any, Callable]:

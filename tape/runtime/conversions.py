@@ -32,6 +32,7 @@ context.
 
 from __future__ import annotations
 
+import enum
 import functools
 import sys
 import threading
@@ -175,9 +176,17 @@ def _node_as_array(node: Any, dtype: Any, copy: Any, ndmin: int) -> Any:
         fresh = True
     if np.ndim(node) < ndmin:
         node = np.reshape(node, (1,) * (ndmin - np.ndim(node)) + np.shape(node))
-    if copy and not fresh:
+    if _copies(copy) and not fresh:
         node = np.copy(node)
     return node
+
+
+def _copies(copy: Any) -> bool:
+    """Whether ``np.array``'s ``copy`` asks for a copy: True, or ``np._CopyMode.ALWAYS``
+    (SciPy passes the modes, whose truth NumPy refuses to tell)."""
+    if isinstance(copy, enum.Enum):
+        return copy.name == "ALWAYS"
+    return bool(copy)
 
 
 def _plain_numbers(values: Any) -> bool:
@@ -249,6 +258,44 @@ def _conversion(original: Callable, name: str, copy: Any, ndmin: int) -> Callabl
     return wrapper
 
 
+def _stacking(original: Callable, then: Callable | None = None) -> Callable:
+    """The wrapper of one of NumPy's private helpers that convert a reduction's argument
+    in C (``fromnumeric._wrapreduction`` behind ``np.sum``, ``_methods._mean`` behind
+    ``np.mean``): handed a list or tuple holding a node, it stacks them into one node, as
+    ``np.array`` reads the list, and carries on with ``original`` (or ``then``, NumPy's
+    public function, whose rule the node meets), so that ``np.sum([a, 2 * b])``
+    records. The public functions themselves stay NumPy's own objects."""
+
+    def wrapper(*args, **kwargs):
+        if converting_threads and is_converting() and args:
+            a = args[0]
+            if (type(a) is list or type(a) is tuple) and innermost_tape(a) is not None:
+                return (then or original)(stacked(a), *args[1:], **kwargs)
+        return original(*args, **kwargs)
+
+    return wrapper
+
+
+def _private_helpers() -> list:
+    """NumPy's helpers that ``_stacking`` wraps, with the function each hands over to;
+    those this NumPy has."""
+    from numpy._core import _methods, fromnumeric
+
+    helpers = [
+        (getattr(fromnumeric, "_wrapreduction", None), None),  # sum, prod, max, min, ...
+        (getattr(fromnumeric, "_wrapfunc", None), None),  # cumsum, argmax, round, ...
+        (getattr(_methods, "_mean", None), np.mean),
+        (getattr(_methods, "_var", None), np.var),
+        (getattr(_methods, "_std", None), np.std),
+    ]
+    return [(helper, then) for helper, then in helpers if helper is not None]
+
+
+def _isscalar(element: Any) -> bool:
+    # a node answers for its value: np.isscalar(x[0]) is True where x[0] is a NumPy scalar
+    return _ORIGINAL_ISSCALAR(value_of(element) if isinstance(element, Record) else element)
+
+
 def _asarray_chkfinite(*args, **kwargs):
     if converting_threads and is_converting():
         a = _argument(args, kwargs, 0, "a")
@@ -297,6 +344,7 @@ def _as_strided(*args, **kwargs):
 
 
 _ORIGINAL_ARRAY = np.array
+_ORIGINAL_ISSCALAR = np.isscalar
 _ORIGINAL_ASARRAY_CHKFINITE = np.asarray_chkfinite
 _ORIGINAL_FULL = np.full
 _ORIGINAL_FULL_LIKE = np.full_like
@@ -409,6 +457,9 @@ for _original, _wrapper in (
     (np.lib.stride_tricks.as_strided, _as_strided),
 ):
     wrap(_original, _wrapper)
+wrap(np.isscalar, _isscalar)
+for _helper, _then in _private_helpers():
+    wrap(_helper, _stacking(_helper, _then))
 
 
 extend(stacked=stacked, is_converting=is_converting)

@@ -10,8 +10,9 @@
 arguments, defaults and return types (listed in each module's ``__all__``); every other
 name of SciPy's module is SciPy's own, for plain values, so that code which imports
 ``tape.scipy.stats`` in place of ``scipy.stats`` keeps working. ``integrate``,
-``optimize`` and ``sparse`` differentiate ODE solutions (adjoint method), solutions of
-equations and minimisers (implicit function theorem) and sparse products and solves.
+``optimize`` and ``sparse`` differentiate ODE solutions (adjoint method) and quadratures,
+solutions of equations and minimisers (implicit function theorem) and sparse products
+and solves; ``interpolate``'s splines are differentiable in their data and points.
 The rules themselves are plain NumPy in ``sensitivities``; this package is only their
 public face, and needs SciPy.
 """
@@ -19,7 +20,8 @@ public face, and needs SciPy.
 import importlib
 import importlib.util
 
-__all__ = ["stats", "linalg", "special", "signal", "integrate", "optimize", "sparse", "spatial"]
+__all__ = ["stats", "linalg", "special", "signal", "integrate", "interpolate", "optimize",
+           "sparse", "spatial"]  # fmt: skip
 
 
 def __getattr__(name):

@@ -1,6 +1,7 @@
-"""``scipy.integrate``, differentiable ODE solutions: ``solve_ivp`` and ``odeint`` have
-SciPy's names, arguments and return types (``OdeResult``; an array, or an array and a
-dict); every other name is SciPy's own (``np.trapezoid`` is differentiable already).
+"""``scipy.integrate``, differentiable ODE solutions and integrals: ``solve_ivp``,
+``odeint`` and ``quad`` have SciPy's names, arguments and return types (``OdeResult``;
+an array, or an array and a dict; a tuple); every other name is SciPy's own
+(``fixed_quad``, ``simpson``, ``trapezoid`` are NumPy code, differentiable as they are).
 
 When the initial state, the times or ``args`` hold nodes, SciPy integrates the plain
 values and the solution is recorded as one Branch. Its reverse pass integrates the
@@ -31,20 +32,18 @@ from typing import Any
 
 import numpy as np
 
-from sensitivities.registry import holds_node, value_of
+from sensitivities.registry import canonical, holds_node, value_of
 from sensitivities.scipy.integrate import OdeProblem, ode_solution, rk_replay
 from sensitivities.scipy.optimize import ConvergenceError
 
 from ._derivatives import derivatives
 from ._forward import forward, listing
 
-__all__ = ["solve_ivp", "odeint"]
+__all__ = ["solve_ivp", "odeint", "quad"]
 
 
 def _si():
     return importlib.import_module("scipy.integrate")
-
-
 
 
 def _checked(fun, name):
@@ -200,6 +199,140 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
                          _adjoint_atol(adjoint_atol or atol or tol), transposed=True)  # fmt: skip
     Y = ode_solution(Y, problem, y0, t[0], t, leaves, derivatives)
     return (Y, info) if full_output else Y
+
+
+# -- quad: SciPy's value, the derivative of a fixed rule on SciPy's own subintervals --------
+
+_GAUSS = 21  # points of the Gauss-Legendre rule on each subinterval (QUADPACK's Kronrod: 21)
+
+
+def quad(func, a, b, args=(), full_output=0, epsabs=1.49e-8, epsrel=1.49e-8, limit=50,
+         points=None, weight=None, wvar=None, wopts=None, maxp1=50, limlst=50,
+         complex_func=False):  # fmt: skip
+    """``scipy.integrate.quad``, differentiable in ``a``, ``b`` (finite or not), the nodes
+    of ``args`` and the nodes ``func`` closes over, to any order.
+
+    The value is SciPy's. Its derivatives are those of a Gauss-Legendre rule on the
+    subintervals SciPy's adaptive integration ended with (refined further where that rule
+    does not reproduce SciPy's value to its tolerance: a singular end); where it cannot be
+    made to, a ``ConvergenceError``, never an inaccurate gradient. ``weight`` and
+    ``complex_func`` are SciPy's own, on plain values; under ``vmap`` each example needs
+    SciPy's adaptive integration of its own, which it cannot run on a batch.
+
+    >>> import numpy as np
+    >>> from tape import grad
+    >>> from tape.scipy import integrate
+    >>> def decay(k):  # the integral of exp(-k x) over [0, inf) is 1 / k
+    ...     return integrate.quad(lambda x: np.exp(-k * x), 0.0, np.inf)[0]
+    >>> round(grad(decay)(2.0)[0], 10)  # -1 / k**2
+    -0.25
+    """
+    args = args if isinstance(args, tuple) else (args,)
+    met: list = []  # whether the integrand returned a node (a closure over one)
+
+    def plain(x, *p):
+        out = func(x, *p)
+        if holds_node(out):
+            met.append(True)
+            return value_of(out)
+        return out
+
+    scipy_quad = canonical(_si().quad)  # SciPy's own, not the redirect to this one
+    limits = value_of((a, b))
+    options = dict(epsabs=epsabs, epsrel=epsrel, limit=limit, points=points, weight=weight,
+                   wvar=wvar, wopts=wopts, maxp1=maxp1, limlst=limlst,
+                   complex_func=complex_func)  # fmt: skip
+    result = scipy_quad(plain, *limits, args=value_of(args), full_output=full_output, **options)
+    if not (met or holds_node((a, b, args))):
+        return result
+    if weight is not None or complex_func:
+        raise NotImplementedError("quad: weight= and complex_func= are integrated by SciPy on "
+                                  "plain values only")  # fmt: skip
+    info = scipy_quad(plain, *limits, args=value_of(args), full_output=1, **options)[2]
+    value, abserr = result[0], result[1]
+    last = info["last"]
+    mapped = _Mapped(func, a, b, args, info["alist"][:last], info["blist"][:last])
+    tolerance = 2.0 * max(abserr, epsabs, epsrel * abs(value)) + 1e-14 * abs(value)
+    intervals = _refined(mapped, mapped.intervals, value, tolerance, 4 * limit)
+    total = mapped.rule(intervals)
+    return (value + (total - value_of(total)),) + tuple(result[1:])
+
+
+class _Mapped:
+    """``func`` on a variable of ``[0, 1]``: on finite limits the fraction ``p`` of the
+    way from ``a`` to ``b`` (so that the points move with the limits); on infinite ones
+    QUADPACK's ``t``, with ``x = a + (1 - t) / t``. SciPy's subintervals are mapped there
+    (``intervals``)."""
+
+    def __init__(self, func, a, b, args, alist, blist):
+        self.func, self.args = func, args
+        lo, hi = value_of((a, b))
+        self.sign = -1.0 if lo > hi else 1.0
+        self.a, self.b = (b, a) if lo > hi else (a, b)
+        lo, hi = min(lo, hi), max(lo, hi)
+        self.finite = np.isfinite(lo) and np.isfinite(hi)
+        self.low_finite, self.high_finite = np.isfinite(lo), np.isfinite(hi)
+        ends = np.stack([alist, blist], axis=-1).astype(float)
+        if self.finite:  # (an empty interval: the rule still has a derivative in b - a)
+            ends = (ends - lo) / (hi - lo) if hi > lo else np.array([[0.0, 1.0]])
+        self.intervals = [tuple(iv) for iv in ends]
+
+    def __call__(self, p):
+        """The integrand at ``p``, times the map's Jacobian."""
+        f = lambda x: self.func(x, *self.args)  # noqa: E731
+        if self.finite:
+            return f(self.a + p * (self.b - self.a)) * (self.b - self.a)
+        u = (1.0 - p) / p
+        if self.low_finite:
+            return f(self.a + u) / p**2
+        if self.high_finite:
+            return f(self.b - u) / p**2
+        return (f(u) + f(-u)) / p**2
+
+    def rule(self, intervals, plain=False):
+        """The Gauss-Legendre rule summed over ``intervals``; with ``plain``, on the
+        integrand's plain values."""
+        nodes, weights = _roots_legendre(_GAUSS)
+        ends = np.array(intervals, dtype=float)
+        half = (ends[:, 1] - ends[:, 0])[:, None] / 2.0
+        points = (ends[:, 0][:, None] + half * (nodes + 1.0)).ravel()
+        values = [self(p) for p in points]
+        values = value_of(values) if plain else values
+        return self.sign * np.sum(np.stack(values) * (half * weights).ravel())
+
+
+def _roots_legendre(n):
+    return importlib.import_module("scipy.special").roots_legendre(n)
+
+
+def _refined(mapped, intervals, target, tolerance, most):
+    """SciPy's final subintervals, bisected where the fixed rule disagrees with itself on
+    the halves, until it gives SciPy's value to ``tolerance``."""
+    def on(interval):
+        return float(np.real(value_of(mapped.rule([interval], plain=True))))
+
+    def split(interval):
+        lo, hi = interval
+        halves = ((lo, 0.5 * (lo + hi)), (0.5 * (lo + hi), hi))
+        return halves, [on(half) for half in halves]
+
+    parts = {iv: on(iv) for iv in intervals}
+    splits: dict = {}  # each interval's halves and their values, once computed
+    while abs(sum(parts.values()) - target) > tolerance:
+        if len(parts) >= most:
+            raise ConvergenceError(
+                "quad: a fixed rule on SciPy's subintervals does not reproduce its value "
+                f"({target}) to {tolerance:.2g}, so its derivative would be inaccurate (an "
+                "integrand singular at an end?): change the variable of integration"
+            )
+        for interval in parts:
+            if interval not in splits:
+                splits[interval] = split(interval)
+        worst = max(parts, key=lambda iv: abs(sum(splits[iv][1]) - parts[iv]))
+        halves, values = splits.pop(worst)
+        del parts[worst]
+        parts.update(zip(halves, values))
+    return list(parts)
 
 
 __getattr__ = forward("scipy.integrate")

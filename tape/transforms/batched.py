@@ -83,6 +83,9 @@ class BatchedBase(ArraySurface):
         self.level = level
         self._zero_d = False
 
+    def setflags(self, write: Any = None, align: Any = None, uic: Any = None) -> None:
+        """Accepted, and changes nothing, as a node's ``setflags`` (``tape.core.node``)."""
+
     def read_only_view(self) -> Any:
         """The batch on a read-only view of its data (``tape.core.reverse.read_only``)."""
         data = self.data

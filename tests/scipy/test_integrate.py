@@ -1,15 +1,28 @@
 """tape.scipy.integrate: SciPy's values, and derivatives of ODE solutions (continuous
-adjoint and replayed steps) against analytic solutions and central differences."""
+adjoint and replayed steps) and of quadratures against analytic solutions and central
+differences; library code calling scipy.integrate itself."""
 
 import tracemalloc
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 si = pytest.importorskip("scipy.integrate")
 
 from sensitivities.scipy.integrate import ode_solution  # noqa: E402
-from tape import Leaf, Tape, grad  # noqa: E402
+from tape import (  # noqa: E402
+    Leaf,
+    Tape,
+    check_grad,
+    grad,
+    hessian,
+    jvp,
+    library_code,
+    value_and_grad,
+    vmap,
+)
 from tape.scipy import integrate  # noqa: E402
 from tests.fd import check_grads, numeric_grad  # noqa: E402
 from tests.sensitivities.cases import Case, rule_test  # noqa: E402
@@ -178,7 +191,7 @@ def test_errors_in_the_forward_pass():
     with pytest.raises(integrate.ConvergenceError, match="failed"):
         grad(lambda k: np.sum(integrate.solve_ivp(lambda t, y, k: k * y**2, (0, 2), np.ones(1),
                                                   args=(k,)).y))(1.0)  # fmt: skip
-    assert integrate.quad is si.quad
+    assert integrate.dblquad is si.dblquad  # not covered: SciPy's own
 
 
 def test_scipys_own_solvers_met_through_a_closure_name_the_counterpart_and_args():
@@ -187,7 +200,9 @@ def test_scipys_own_solvers_met_through_a_closure_name_the_counterpart_and_args(
     from tape import NodeConversionError
     from tape.scipy import integrate as ours
 
-    assert SOLVERS["integrate"] == set(ours.__all__)
+    # quad is redirected to its counterpart whenever a pass records, closures and all:
+    # SciPy's own meets no node (SOLVERS, which names the counterpart, lacks it still)
+    assert SOLVERS["integrate"] == set(ours.__all__) - {"quad"}  # (dblquad's errors name it)
 
     def through_odeint(k):
         return si.odeint(lambda y, t: -k * y, 1.0, [0.0, 1.0])[-1, 0]
@@ -212,14 +227,17 @@ def test_a_solver_without_a_counterpart_or_handed_the_node_says_what_fits():
     from tape import NodeConversionError
 
     with pytest.raises(NodeConversionError) as info:
-        grad(lambda a: si.quad(lambda x: a * x, 0.0, 1.0)[0])(0.5)
+        grad(lambda a: si.dblquad(lambda y, x: a * x, 0.0, 1.0, 0.0, 1.0)[0])(0.5)
     message = str(info.value)
-    assert message.startswith("scipy.integrate.quad met a node through the function it calls")
-    assert "tape.scipy has no counterpart of scipy.integrate.quad" in message
+    assert message.startswith("scipy.integrate.dblquad met a node through the function it")
+    assert "tape.scipy has no counterpart of scipy.integrate.dblquad" in message
     assert "args=(...)" in message
-    # a node handed to SciPy's solver itself: the counterpart, as for any SciPy function
-    with pytest.raises(NodeConversionError) as info:
-        grad(lambda y0: si.odeint(lambda y, t: -y, y0, [0.0, 1.0])[-1, 0])(np.ones(1))
+    # a node handed to SciPy's solver itself: its counterpart runs while a pass records
+    g = grad(lambda y0: si.odeint(lambda y, t: -y, y0, [0.0, 1.0])[-1, 0])(np.ones(1))[0]
+    np.testing.assert_allclose(g, np.exp(-1.0), rtol=1e-5)
+    with library_code(False):  # and with library code switched off, the error names it
+        with pytest.raises(NodeConversionError) as info:
+            grad(lambda y0: si.odeint(lambda y, t: -y, y0, [0.0, 1.0])[-1, 0])(np.ones(1))
     assert str(info.value).startswith("scipy.integrate.odeint converts its arguments")
     assert "tape.scipy.integrate.odeint" in str(info.value)
     # not a solver, and Python code that converts with np.asarray: recorded
@@ -257,3 +275,146 @@ def test_nodes_nested_in_args_at_any_depth(spelling):
     gW, gb = grad(loss, argnums=(0, 1))(W0, b0)
     np.testing.assert_allclose(gW, numeric_grad(loss, (W0, b0), 0), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(gb, numeric_grad(loss, (W0, b0), 1), rtol=1e-5, atol=1e-6)
+
+
+# -- quad: SciPy's value, differentiable in the limits, args and closures ------------------
+
+
+@settings(max_examples=15, deadline=None)
+@given(k=st.floats(0.3, 3.0), a=st.floats(-2.0, 1.0), length=st.floats(-3.0, 3.0),
+       through=st.sampled_from(["args", "closure"]))  # fmt: skip
+def test_quad_of_a_sine_in_its_frequency_and_limits(k, a, length, through):
+    b = a + length
+
+    def integral(k, a, b):
+        if through == "args":
+            return integrate.quad(lambda x, k: np.sin(k * x), a, b, args=(k,))[0]
+        return integrate.quad(lambda x: np.sin(k * x), a, b)[0]
+
+    theirs = si.quad(lambda x: np.sin(k * x), a, b)[0]
+    value, grads = value_and_grad(integral, argnums=(0, 1, 2))(k, a, b)
+    assert value == theirs  # SciPy's own number
+    exact_dk = (b * np.sin(k * b) - a * np.sin(k * a)) / k - (np.cos(k * a) - np.cos(k * b)) / k**2
+    np.testing.assert_allclose(list(grads), [exact_dk, -np.sin(k * a), np.sin(k * b)],
+                               rtol=1e-7, atol=1e-9)  # fmt: skip
+
+
+INFINITE = [  # (integral of k and a limit, its derivatives by hand)
+    (lambda k, c: integrate.quad(lambda x: np.exp(-k * (x - c)), c, np.inf)[0],
+     lambda k, c: (-1 / k**2, 0.0)),
+    (lambda k, c: integrate.quad(lambda x: np.exp(k * (x - c)) * np.exp(c), -np.inf, c)[0],
+     lambda k, c: (-np.exp(c) / k**2, np.exp(c) / k)),
+    (lambda k, c: integrate.quad(lambda x: np.exp(-((x - c) ** 2) / k), np.inf, -np.inf)[0],
+     lambda k, c: (-0.5 * np.sqrt(np.pi / k), 0.0)),  # reversed limits: minus the integral
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("f, exact", INFINITE)
+def test_quad_on_infinite_limits(f, exact):
+    k, c = 1.7, 0.4
+    np.testing.assert_allclose(list(grad(f, argnums=(0, 1))(k, c)), exact(k, c), rtol=1e-7,
+                               atol=1e-9)  # fmt: skip
+
+
+def test_quad_full_output_points_and_plain_values():
+    def integral(k):
+        return integrate.quad(lambda x: np.abs(x - k), 0.0, 1.0, points=[0.3], full_output=1)
+
+    out = integral(0.3)
+    theirs = si.quad(lambda x: np.abs(x - 0.3), 0.0, 1.0, points=[0.3], full_output=1)
+    assert out[0] == theirs[0] and out[2].keys() == theirs[2].keys()
+    # d/dk of the integral of |x - k| over [0, 1] is 2 k - 1 (the kink sits on points=)
+    np.testing.assert_allclose(grad(lambda k: integral(k)[0])(0.3)[0], 2 * 0.3 - 1, rtol=1e-8)
+    assert integrate.quad(np.sin, 0.0, 1.0) == si.quad(np.sin, 0.0, 1.0)  # plain: SciPy's
+
+
+def test_quad_with_a_singular_end_refines_or_refuses():
+    # the integral of k / sqrt(x) over (0, 1] is 2 k: SciPy extrapolates, the rule refines
+    g = grad(lambda k: integrate.quad(lambda x: k / np.sqrt(x), 0.0, 1.0)[0])(1.5)[0]
+    np.testing.assert_allclose(g, 2.0, rtol=1e-7)
+    with pytest.raises(integrate.ConvergenceError, match="change the variable"):
+        grad(lambda k: integrate.quad(lambda x: k / x**0.999, 0.0, 1.0)[0])(1.5)
+    with pytest.raises(NotImplementedError, match="weight="):
+        grad(lambda k: integrate.quad(lambda x: k * x, 0.0, 1.0, weight="cos", wvar=2.0)[0])(1.0)
+
+
+def test_quad_second_order_and_forward_mode():
+    def integral(k, b):
+        return integrate.quad(lambda x: np.exp(-k * x**2), 0.0, b)[0]
+
+    check_grad(integral, 0.8, 1.3, order=2, rtol=1e-5, atol=1e-8)
+    h = hessian(lambda k: integrate.quad(lambda x: np.exp(-k * x), 0.0, np.inf)[0])(2.0)
+    np.testing.assert_allclose(h, 2 / 2.0**3, rtol=1e-8)  # d2/dk2 of 1 / k
+    _, slope = jvp(lambda b: integrate.quad(np.cos, 0.0, b)[0], (0.4,), (1.0,))
+    np.testing.assert_allclose(slope, np.cos(0.4), rtol=1e-12)
+
+
+# -- fixed_quad and Gauss-Legendre nodes: constants, SciPy's NumPy code on nodes ----------
+
+
+def test_fixed_quad_and_legendre_nodes_are_differentiable():
+    special = pytest.importorskip("scipy.special")
+
+    def integral(k, b):  # 5 nodes: exact for polynomials of degree 9
+        return integrate.fixed_quad(lambda x: k * x**3 + x**2, 0.0, b, n=5)[0]
+
+    k, b = 0.7, 1.6
+    np.testing.assert_allclose(integral(k, b), k * b**4 / 4 + b**3 / 3, rtol=1e-13)
+    np.testing.assert_allclose(list(grad(integral, argnums=(0, 1))(k, b)),
+                               [b**4 / 4, k * b**3 + b**2], rtol=1e-12)  # fmt: skip
+    check_grad(integral, k, b, order=2)
+    ks = np.array([0.2, 0.7, 1.1])
+    per_example = vmap(grad(integral, argnums=(0, 1)), in_axes=(0, None))(ks, b)
+    np.testing.assert_allclose(per_example[1], ks * b**3 + b**2, rtol=1e-12)
+
+    def by_nodes(k, roots):  # the same rule, written with the nodes and weights by hand
+        x, w = roots(7)
+        return np.sum(w * np.exp(k * x))
+
+    for roots in (special.roots_legendre, special.p_roots, np.polynomial.legendre.leggauss):
+        np.testing.assert_allclose(grad(lambda k, r=roots: by_nodes(k, r))(0.3)[0],
+                                   numeric_grad(by_nodes, (0.3, roots), 0),
+                                   rtol=1e-8)  # fmt: skip
+        np.testing.assert_allclose(hessian(lambda k, r=roots: by_nodes(k, r))(0.3),
+                                   by_nodes_second(0.3), rtol=1e-9)  # fmt: skip
+
+
+def by_nodes_second(k):
+    """d2/dk2 of the integral of exp(k x) over [-1, 1], 2 sinh(k) / k."""
+    s, c = np.sinh(k), np.cosh(k)
+    return 2 * (s / k - 2 * c / k**2 + 2 * s / k**3)
+
+
+# -- library code: SciPy's own names, redirected while a pass records -----------------------
+
+INTEGRATING_LIBRARY = """
+import numpy as np
+import scipy.integrate
+from scipy.integrate import odeint, quad, fixed_quad
+
+
+def decay(y, t, k):
+    return -k * y
+
+
+def model(theta):
+    k, y0 = theta[0], theta[1:]
+    path = odeint(decay, y0, np.array([0.0, 0.5, 1.0]), args=(k,), rtol=1e-10, atol=1e-12)
+    mass = quad(lambda x: np.exp(-k * x), 0.0, 2.0)[0]
+    moment = fixed_quad(lambda x: x * np.exp(-k * x), 0.0, 2.0, n=8)[0]
+    ivp = scipy.integrate.solve_ivp(lambda t, y, k: -k * y, (0.0, 1.0), y0, args=(k,),
+                                    rtol=1e-10, atol=1e-12)
+    return np.sum(path[-1]) + mass + moment + np.sum(ivp.y[:, -1])
+"""
+
+
+def test_library_code_that_calls_scipy_integrate_is_differentiated():
+    import sys
+    import types
+
+    lib = types.ModuleType("integrating_library")
+    sys.modules[lib.__name__] = lib
+    exec(INTEGRATING_LIBRARY, lib.__dict__)
+    theta = np.array([0.8, 1.0, 2.0])
+    got = grad(lib.model)(theta)[0]
+    np.testing.assert_allclose(got, numeric_grad(lib.model, (theta,), 0), rtol=1e-6, atol=1e-8)

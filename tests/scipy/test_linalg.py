@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 sla = pytest.importorskip("scipy.linalg")
 
 from sensitivities.scipy import linalg as rules  # noqa: E402
-from tape import check_grad, grad, library_code  # noqa: E402
+from tape import check_grad, grad, hessian, jacobian, library_code  # noqa: E402
 from tape.scipy import linalg  # noqa: E402
+from tests.fd import numeric_grad  # noqa: E402
 from tests.sensitivities.cases import Case, rule_test  # noqa: E402
 from tests.strategies import arrays  # noqa: E402
 
@@ -116,6 +117,77 @@ def near(rng):
 @pytest.mark.parametrize("name, f, args", SECOND_ORDER, ids=[c[0] for c in SECOND_ORDER])
 def test_second_order_in_both_modes(name, f, args):
     check_grad(f, *args(np.random.default_rng(0)), order=2, rtol=1e-4, atol=1e-6)
+
+
+# -- complex roots, logarithms and Sylvester equations -------------------------------------
+
+
+def symmetrized(a):
+    return (a + a.T) / 2
+
+
+def test_sqrtm_of_a_real_matrix_with_a_complex_root_in_both_modes_to_second_order():
+    # autograd's test: the square root of a random symmetric matrix (negative eigenvalues,
+    # so a complex root), forward and reverse, to second order
+    r = np.random.default_rng(11).standard_normal((3, 3))
+    assert np.iscomplexobj(sla.sqrtm(symmetrized(r)))
+    check_grad(lambda a: linalg.sqrtm(symmetrized(a)), r, order=2, rtol=1e-4, atol=1e-6)
+
+    def loss(a):
+        return np.real(np.sum(linalg.sqrtm(symmetrized(a)) * np.arange(1.0, 10.0).reshape(3, 3)))
+
+    fd = numeric_grad(loss, (r,), 0)
+    np.testing.assert_allclose(grad(loss)(r)[0], fd, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(jacobian(loss, mode="fwd")(r), fd, rtol=1e-6, atol=1e-7)
+    h = hessian(loss)(r).reshape(9, 9)
+    fd2 = _jacobian_by_differences(lambda a: grad(loss)(a)[0], r).reshape(9, 9)
+    np.testing.assert_allclose(h, fd2, rtol=1e-5, atol=1e-6)
+
+
+def _jacobian_by_differences(f, x, eps=1e-6):
+    columns = []
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = eps
+        columns.append((f(x + e) - f(x - e)) / (2 * eps))
+    return np.stack(columns, axis=-1)
+
+
+ROOT_LIBRARY = """
+import numpy as np
+from scipy.linalg import sqrtm
+
+
+def root_trace(a):
+    return np.real(np.trace(sqrtm((a + a.T) / 2) @ np.diag([1.0, 2.0, 3.0])))
+"""
+
+
+def test_library_code_calling_sqrtm_in_forward_mode_and_to_second_order():
+    import sys
+    import types
+
+    lib = types.ModuleType("matrix_root_library")
+    sys.modules[lib.__name__] = lib
+    exec(ROOT_LIBRARY, lib.__dict__)
+    r = np.random.default_rng(13).standard_normal((3, 3))  # a complex root
+    fd = numeric_grad(lib.root_trace, (r,), 0)
+    np.testing.assert_allclose(jacobian(lib.root_trace, mode="fwd")(r), fd, rtol=1e-6, atol=1e-7)
+    h = hessian(lib.root_trace)(r).reshape(9, 9)
+    np.testing.assert_allclose(h, _jacobian_by_differences(lambda a: grad(lib.root_trace)(a)[0],
+                                                           r).reshape(9, 9), rtol=1e-5,
+                               atol=1e-6)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["sqrtm", "logm", "solve_sylvester"])
+def test_complex_matrices_in_both_modes_to_second_order(name):
+    rng = np.random.default_rng(12)
+    c = near(rng) + 0.3j * rng.standard_normal((3, 3))
+    q = rng.standard_normal((3, 3)) + 1j
+    args = {"sqrtm": (c,), "logm": (c,), "solve_sylvester": (c, c.T - np.eye(3), q)}[name]
+    np.testing.assert_allclose(getattr(linalg, name)(*args), getattr(sla, name)(*args),
+                               rtol=1e-10, atol=1e-12)  # fmt: skip
+    check_grad(getattr(linalg, name), *args, order=2, rtol=1e-4, atol=1e-6)
 
 
 # -- compositions: SciPy's values and return types, and their gradients -------------------
@@ -333,3 +405,169 @@ def test_schur_refuses_what_it_cannot_differentiate():
             grad(lambda x, f=f: np.sum(f(x)))(x)
     with pytest.raises(ValueError, match="argument must be"):
         grad(lambda x: np.sum(linalg.schur(x, output="x")[0]))(a)
+
+
+# -- scipy.linalg.blas: NumPy expressions with SciPy's meaning -----------------------------
+
+blas_scipy = pytest.importorskip("scipy.linalg.blas")
+
+from tape import Leaf, Tape  # noqa: E402
+from tape.scipy.linalg import blas  # noqa: E402
+
+# (routine without its precision, call with the arrays, the arrays' shapes)
+BLAS = [
+    ("gemm", lambda f, a, b: f(0.7, a, b), [(3, 4), (4, 2)]),
+    ("gemm", lambda f, a, b, c: f(0.7, a, b, -0.4, c, trans_a=1, trans_b=2),
+     [(4, 3), (2, 4), (3, 2)]),
+    ("gemm", lambda f, a, b, c: f(1.0, a, b, beta=0.5, c=c, trans_a=2), [(4, 3), (4, 2), (3, 2)]),
+    ("gemv", lambda f, a, x: f(1.3, a, x), [(3, 4), (4,)]),
+    ("gemv", lambda f, a, x, y: f(1.3, a, x, 0.5, y, trans=1), [(4, 3), (4,), (3,)]),
+    ("gemv", lambda f, a, x, y: f(1.3, a, x, 0.5, y, trans=2), [(4, 3), (4,), (3,)]),
+    ("symm", lambda f, a, b: f(0.9, a, b), [(3, 3), (3, 2)]),
+    ("symm", lambda f, a, b, c: f(0.9, a, b, 0.3, c, side=1, lower=1), [(3, 3), (2, 3), (2, 3)]),
+    ("hemm", lambda f, a, b, c: f(0.9, a, b, 0.3, c, side=0, lower=0), [(3, 3), (3, 2), (3, 2)]),
+    ("hemm", lambda f, a, b: f(0.9, a, b, side=1, lower=1), [(3, 3), (2, 3)]),
+    ("syrk", lambda f, a: f(1.0, a), [(3, 4)]),
+    ("syrk", lambda f, a, c: f(0.6, a, 0.4, c, trans=1, lower=1), [(4, 3), (3, 3)]),
+    ("syrk", lambda f, a, c: f(0.6, a, c=c, lower=0), [(3, 4), (3, 3)]),
+    ("herk", lambda f, a, c: f(0.6, a, 0.4, c, trans=2, lower=0), [(4, 3), (3, 3)]),
+    ("herk", lambda f, a: f(1.0, a, lower=1), [(3, 4)]),
+    ("syr", lambda f, x: f(0.8, x), [(4,)]),
+    ("syr", lambda f, x, a: f(0.8, x, lower=1, a=a), [(4,), (4, 4)]),
+    ("ger", lambda f, x, y, a: f(0.8, x, y, a=a), [(3,), (4,), (3, 4)]),
+    ("geru", lambda f, x, y, a: f(0.8, x, y, a=a), [(3,), (4,), (3, 4)]),
+    ("gerc", lambda f, x, y: f(0.8, x, y), [(3,), (4,)]),
+    ("axpy", lambda f, x, y: f(x, y, a=0.3), [(4,), (4,)]),
+    ("scal", lambda f, x: f(1.7, x), [(4,)]),
+    ("nrm2", lambda f, x: f(x), [(4,)]),
+    ("dot", lambda f, x, y: f(x, y), [(4,), (4,)]),
+    ("dotu", lambda f, x, y: f(x, y), [(4,), (4,)]),
+    ("dotc", lambda f, x, y: f(x, y), [(4,), (4,)]),
+]  # fmt: skip
+PRECISIONS = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
+BLAS_CASES = [(p + name, call, shapes) for p in PRECISIONS for name, call, shapes in BLAS
+              if hasattr(blas_scipy, p + name)]  # fmt: skip
+
+
+def blas_arrays(name, shapes, seed=0):
+    rng = np.random.default_rng(seed)
+    dtype = PRECISIONS[name[0]]
+    arrays = [rng.standard_normal(s) for s in shapes]
+    if np.issubdtype(dtype, np.complexfloating):
+        arrays = [x + 1j * rng.standard_normal(x.shape) for x in arrays]
+    return [x.astype(dtype) for x in arrays]
+
+
+def on_nodes(fn, *arrays):
+    tape = Tape()
+    return fn(*[Leaf(tape, a) for a in arrays]).value
+
+
+@pytest.mark.parametrize("name, call, shapes", BLAS_CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(BLAS_CASES)])  # fmt: skip
+def test_blas_routines_on_nodes_give_scipys_values_and_gradients(name, call, shapes):
+    arrays = blas_arrays(name, shapes)
+    theirs = call(getattr(blas_scipy, name), *[a.copy() for a in arrays])  # axpy writes in y
+    ours = on_nodes(lambda *a: call(getattr(blas, name), *a), *arrays)
+    assert np.result_type(ours) == np.result_type(theirs)
+    single = name[0] in "sc"
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5 if single else 1e-12,
+                               atol=1e-5 if single else 1e-12)  # fmt: skip
+    if single:
+        return
+    w = np.random.default_rng(1).standard_normal(np.shape(theirs)) * (1 + 0.5j)
+
+    def loss(*a):  # on copies: axpy and scal write into their vector, as SciPy's do
+        return np.real(np.sum(call(getattr(blas, name), *map(np.copy, a)) * w))
+
+    grads = grad(loss, argnums=tuple(range(len(arrays))))(*arrays)
+    for i, g in enumerate(grads):  # complex arguments: JAX's convention, as tape's
+        np.testing.assert_allclose(g, numeric_grad(loss, arrays, i), rtol=1e-6, atol=1e-7)
+
+
+def test_blas_plain_values_are_scipys_own():
+    a = np.random.default_rng(2).standard_normal((3, 4))
+    assert blas.ddot(a[0], a[1]) == blas_scipy.ddot(a[0], a[1])
+    assert type(blas.ddot(a[0], a[1])) is type(blas_scipy.ddot(a[0], a[1]))
+    np.testing.assert_array_equal(blas.dsyrk(1.0, a), blas_scipy.dsyrk(1.0, a))
+    assert blas.dtrmm is blas_scipy.dtrmm  # not covered: SciPy's own
+
+
+def test_blas_ignores_c_where_beta_is_zero_and_keeps_its_other_triangle():
+    rng = np.random.default_rng(3)
+    a, c = rng.standard_normal((3, 2)), rng.standard_normal((3, 3))
+    c[0, 1] = np.nan  # in the triangle syrk computes: never read with beta = 0
+    theirs = blas_scipy.dsyrk(1.0, a, 0.0, c.copy())
+    np.testing.assert_array_equal(on_nodes(lambda a: blas.dsyrk(1.0, a, 0.0, c), a), theirs)
+    theirs = blas_scipy.dgemm(1.0, a, a.T, 0.0, c.copy())
+    np.testing.assert_array_equal(on_nodes(lambda a: blas.dgemm(1.0, a, a.T, 0.0, c), a), theirs)
+
+
+def test_blas_strided_forms_are_refused_on_nodes():
+    with pytest.raises(NotImplementedError, match="incx"):
+        grad(lambda x: blas.ddot(x, x, incx=2))(np.ones(4))
+
+
+def test_blas_second_order_forward_mode_and_vmap():
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((3, 2)), rng.standard_normal((2, 3))
+    check_grad(lambda a, b: blas.dgemm(0.5, a, b, trans_a=0), a, b, order=2)
+    check_grad(lambda a: blas.dsyrk(1.0, a, lower=1), a, order=2)
+    check_grad(lambda a, x: blas.dgemv(1.0, a, x, trans=1), a, rng.standard_normal(3), order=2)
+    from tape import vmap
+
+    batch = rng.standard_normal((4, 3, 2))
+    got = vmap(grad(lambda a: np.sum(blas.dsyrk(1.0, a) ** 2)))(batch)[0]
+    for i in range(4):
+        np.testing.assert_allclose(got[i], grad(lambda a: np.sum(blas.dsyrk(1.0, a) ** 2))(
+            batch[i])[0], rtol=1e-12)  # fmt: skip
+
+
+GPY_LINALG = '''
+import numpy as np
+from scipy.linalg import blas
+
+
+def symmetrify(A, upper=False):
+    """GPy's: copy one triangle of A onto the other, in place."""
+    triu = np.triu_indices_from(A, k=1)
+    if upper:
+        A.T[triu] = A[triu]
+    else:
+        A[triu] = A.T[triu]
+
+
+def tdot(mat, out=None):
+    """GPy's tdot_blas: np.dot(mat, mat.T), through dsyrk."""
+    if (mat.dtype != "float64") or (len(mat.shape) != 2):
+        return np.dot(mat, mat.T)
+    nn = mat.shape[0]
+    if out is None:
+        out = np.zeros((nn, nn))
+    mat = np.asfortranarray(mat)
+    out = blas.dsyrk(alpha=1.0, a=mat, beta=0.0, c=out, overwrite_c=1, trans=0, lower=0)
+    symmetrify(out, upper=True)
+    return np.ascontiguousarray(out)
+
+
+def quadratic(mat, v):
+    return blas.ddot(v, blas.dgemv(1.0, tdot(mat), v)) + blas.dgemm(1.0, mat, mat.T)[0, 1]
+'''
+
+
+def test_library_code_calling_blas_is_differentiated():
+    import sys
+    import types
+
+    lib = types.ModuleType("gpy_like_linalg")
+    sys.modules[lib.__name__] = lib  # library code is imported: tape finds its names
+    exec(GPY_LINALG, lib.__dict__)
+    rng = np.random.default_rng(5)
+    mat, v = rng.standard_normal((3, 4)), rng.standard_normal(3)
+    np.testing.assert_allclose(lib.tdot(mat), mat @ mat.T)
+    g = grad(lambda m: np.sum(lib.tdot(m) * np.arange(9.0).reshape(3, 3)))(mat)[0]
+    w = np.arange(9.0).reshape(3, 3)
+    np.testing.assert_allclose(g, (w + w.T) @ mat, rtol=1e-12)  # d tr(W' M M') = (W + W') M
+    gm, gv = grad(lib.quadratic, argnums=(0, 1))(mat, v)
+    np.testing.assert_allclose(gm, numeric_grad(lib.quadratic, (mat, v), 0), rtol=1e-6)
+    np.testing.assert_allclose(gv, numeric_grad(lib.quadratic, (mat, v), 1), rtol=1e-6)

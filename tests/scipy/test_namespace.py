@@ -11,11 +11,12 @@ import pytest
 
 pytest.importorskip("scipy")
 
-MODULES = ["stats", "linalg", "special", "signal", "integrate", "optimize", "sparse", "spatial"]
+MODULES = ["stats", "linalg", "special", "signal", "integrate", "interpolate", "optimize",
+           "sparse", "spatial"]  # fmt: skip
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("name", MODULES)
+@pytest.mark.parametrize("name", [*MODULES, "linalg.blas"])
 def test_every_module_imports_and_falls_through_to_scipy(name):
     ours = importlib.import_module(f"tape.scipy.{name}")
     theirs = importlib.import_module(f"scipy.{name}")
@@ -30,7 +31,7 @@ def test_every_module_imports_and_falls_through_to_scipy(name):
         ours.__no_such_name__  # noqa: B018
 
 
-@pytest.mark.parametrize("name", [*MODULES[:-1], "sparse.linalg"])
+@pytest.mark.parametrize("name", [*MODULES[:-1], "sparse.linalg", "linalg.blas"])
 def test_dir_lists_the_counterparts_and_scipys_names_not_the_modules_own(name):
     ours = importlib.import_module(f"tape.scipy.{name}")
     theirs = importlib.import_module(f"scipy.{name}")

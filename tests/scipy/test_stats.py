@@ -245,6 +245,89 @@ def test_multivariate_normal_gradients_to_second_order():
     np.testing.assert_allclose(g, expected, rtol=1e-10)
 
 
+@st.composite
+def singular_normal(draw):
+    """A covariance ``B B'`` of rank ``r < d`` (with repeated zero eigenvalues where
+    ``d - r > 1``), a mean, and points on its support ``mean + z B'``."""
+    d = draw(st.integers(2, 5))
+    r = draw(st.integers(1, d - 1))
+    factor = draw(arrays((d, r), -2.0, 2.0))
+    factor = factor + 2.0 * np.eye(d, r)  # well of rank r
+    return factor, draw(arrays((d,))), draw(arrays((draw(st.integers(1, 3)), r)))
+
+
+@settings(max_examples=15, deadline=None)
+@given(drawn=singular_normal())
+def test_multivariate_normal_with_a_singular_covariance(drawn):
+    factor, mean, z = drawn
+
+    def logpdf(factor, z, mean, dist=stats.multivariate_normal):  # moving on the support
+        return dist.logpdf(mean + z @ factor.T, mean, factor @ factor.T, allow_singular=True)
+
+    def loss(factor, z, mean, dist=stats.multivariate_normal):
+        return np.sum(logpdf(factor, z, mean, dist) * np.arange(1.0, len(z) + 1))
+
+    theirs = logpdf(factor, z, mean, sps.multivariate_normal)
+    np.testing.assert_allclose(logpdf(factor, z, mean), theirs, rtol=1e-10, atol=1e-10)
+    got = grad(loss, argnums=(0, 1, 2))(factor, z, mean)
+    for i in range(3):  # central differences of SciPy's own density
+        want = numeric_grad(lambda *a: loss(*a, dist=sps.multivariate_normal), (factor, z, mean), i)
+        np.testing.assert_allclose(got[i], want, rtol=1e-6, atol=1e-6)
+
+
+def test_singular_multivariate_normal_off_its_support_second_order_and_pdf():
+    cov, x = np.diag([1.0, 2.0, 0.0, 0.0]), np.array([0.3, -0.2, 0.0, 0.0])
+    mean = np.zeros(4)
+    for method in ("logpdf", "pdf"):  # autograd's case: the mean and x in the range
+
+        def ours(x, m, method=method):
+            return getattr(stats.multivariate_normal, method)(x, m, cov, allow_singular=True)
+
+        def in_range(x2, m2, ours=ours):
+            return ours(np.concatenate([x2, [0.0, 0.0]]), np.concatenate([m2, [0.0, 0.0]]))
+
+        np.testing.assert_allclose(ours(x, mean), getattr(sps.multivariate_normal, method)(
+            x, mean, cov, allow_singular=True), rtol=1e-12)  # fmt: skip
+        check_grad(in_range, x[:2], mean[:2], order=2)
+    gx = grad(lambda x: stats.multivariate_normal.logpdf(x, mean, cov, allow_singular=True))(x)[0]
+    np.testing.assert_allclose(gx, -np.linalg.pinv(cov) @ x, rtol=1e-12)  # -C^+ (x - mean)
+    off = x + np.array([0.0, 0.0, 0.1, 0.0])  # off the support: -inf, as SciPy, no gradient
+    assert stats.multivariate_normal.logpdf(off, mean, cov, allow_singular=True) == -np.inf
+    assert np.all(grad(lambda x: stats.multivariate_normal.pdf(x, mean, cov,
+                                                                allow_singular=True))(off)[0] == 0)
+    with pytest.raises(np.linalg.LinAlgError):  # without allow_singular: refused, as SciPy
+        grad(lambda x: stats.multivariate_normal.logpdf(x, mean, cov))(x)
+    frozen = stats.multivariate_normal(mean, cov, allow_singular=True)
+    assert frozen.logpdf(x) == pytest.approx(sps.multivariate_normal.logpdf(
+        x, mean, cov, allow_singular=True))  # fmt: skip
+
+
+SINGULAR_LIBRARY = """
+import numpy as np
+from scipy import stats
+
+
+def log_likelihood(factor, points):
+    cov = factor @ factor.T
+    return np.sum(stats.multivariate_normal.logpdf(points, np.zeros(len(cov)), cov,
+                                                   allow_singular=True))
+"""
+
+
+def test_library_code_with_a_singular_multivariate_normal():
+    import sys
+    import types
+
+    lib = types.ModuleType("singular_normal_library")
+    sys.modules[lib.__name__] = lib
+    exec(SINGULAR_LIBRARY, lib.__dict__)
+    rng = np.random.default_rng(3)
+    factor = rng.standard_normal((4, 2))
+    f = lambda factor: lib.log_likelihood(factor, np.array([[0.3, -1.0], [1.2, 0.4]]) @ factor.T)  # noqa: E731
+    np.testing.assert_allclose(grad(f)(factor)[0], numeric_grad(f, (factor,), 0), rtol=1e-6,
+                               atol=1e-7)  # fmt: skip
+
+
 def test_dirichlet_values_and_gradients():
     rng = np.random.default_rng(2)
     alpha = np.array([1.5, 2.0, 0.7])

@@ -19,7 +19,45 @@ def geomspace_draw(data):
     )
 
 
+def _written(write):
+    """A function of ``a`` and ``v`` that writes ``v`` into a copy of ``a`` with ``write``
+    (NumPy's in-place functions) and returns the copy."""
+
+    def fn(a, v, *rest):
+        y = a * 1.0
+        write(y, v, *rest)
+        return y
+
+    return fn
+
+
+def write_draw(data):
+    n = data.draw(st.integers(1, 6))
+    a = data.draw(arrays((n,)))
+    v = data.draw(arrays((data.draw(st.integers(1, 4)),)))
+    mask = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    return a, v, mask
+
+
+def put_draw(data):
+    a, v, _ = write_draw(data)
+    index = np.array(data.draw(st.lists(st.integers(0, len(a) - 1), min_size=1, max_size=4,
+                                        unique=True)))
+    return a, v, index
+
+
+def along_draw(data):
+    a = data.draw(arrays((3, 4)))
+    index = np.array(data.draw(st.permutations(range(3))))[:, None][:2]
+    return a, data.draw(arrays((2, 4))), index
+
+
 IMPLEMENTED = [
+    Case(np.place, write_draw, fn=_written(lambda y, v, m: np.place(y, m, v)), argnums=(0, 1)),
+    Case(np.putmask, write_draw, fn=_written(lambda y, v, m: np.putmask(y, m, v)),
+         argnums=(0, 1)),
+    Case(np.put, put_draw, fn=_written(lambda y, v, i: np.put(y, i, v)), argnums=(0, 1)),
+
     Case(
         np.geomspace,
         geomspace_draw,
@@ -29,6 +67,14 @@ IMPLEMENTED = [
 ]
 
 test_numpy_extra_implementations = implementation_test(IMPLEMENTED, value_rtol=1e-12)
+
+# NumPy's own Python code, which writes through the node's indexing
+ENTERED = [
+    Case(np.put_along_axis, along_draw,
+         fn=_written(lambda y, v, i: np.put_along_axis(y, i, v, axis=0)), argnums=(0, 1)),
+]
+
+test_entered_writes = implementation_test(ENTERED, implemented=False)
 
 
 @pytest.mark.parametrize(

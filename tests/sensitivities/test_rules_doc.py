@@ -22,16 +22,18 @@ def test_rules_doc_is_current():
 
 def test_readme_states_the_current_count():
     count = load_generator().render().split("**")[1]
-    assert f"rules for **{count} NumPy and SciPy functions**" in (ROOT / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert f"differentiates **{count} NumPy and SciPy functions**" in readme
 
 
 def test_the_count_says_how_many_are_rules_implementations_and_non_differentiable():
     header = load_generator().render().split("\n\n")[1]
-    total = int(header.split("**")[1])
-    numbers = [int(w) for w in header.replace(",", " ").split() if w.isdigit()]
+    differentiable = int(header.split("**")[1])
+    numbers = [int(w) for w in header.replace(",", " ").replace(";", " ").split() if w.isdigit()]
     rules, implementations, nondifferentiable = numbers[-3:]
     assert "dedicated rules" in header and "implementations" in header
-    assert rules + implementations + nondifferentiable == total
+    assert "more that are non-differentiable" in header
+    assert rules + implementations == differentiable and nondifferentiable > 0
 
 
 def test_every_unsupported_function_is_listed_with_its_reason():

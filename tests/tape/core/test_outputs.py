@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
+import tape
 from tape import grad, value_and_grad
 from tests.fd import numeric_grad
 
@@ -92,3 +93,36 @@ def test_numpys_errors_for_out():
 def test_out_into_an_ndarray_with_a_node_input_says_what_to_do():
     with pytest.raises(TypeError, match=r"tanh\(\.\.\., out=a\).*zeros_like\(x\)"):
         grad(lambda x: np.sum(np.tanh(x, out=np.empty(2))))(np.ones(2))
+
+
+_U0 = np.linspace(0.0, 1.0, 6)
+
+
+def test_an_augmented_write_into_an_outer_array_names_the_line_and_the_fixes():
+    def stepper(x):
+        u = _U0.copy()  # a plain copy: no node
+        u[1:-1] += 0.1 * x
+        return np.sum(u**2)
+
+    with pytest.raises(TypeError) as info:
+        grad(stepper)(np.ones(4))
+    text = str(info.value)
+    assert text.startswith("`u[1:-1] += 0.1 * x` writes a value computed from a node")
+    assert "u = u + np.zeros_like(x, shape=u.shape)" in text
+    assert "u = tape.at(u)[1:-1].add(0.1 * x)" in text
+
+    def with_node(x):  # the first fix the message gives
+        u = _U0.copy()
+        u = u + np.zeros_like(x, shape=u.shape)
+        u[1:-1] += 0.1 * x
+        return np.sum(u**2)
+
+    def functional(x):  # the second
+        u = _U0.copy()
+        u = tape.at(u)[1:-1].add(0.1 * x)
+        return np.sum(u**2)
+
+    x = np.array([0.5, -1.0, 2.0, 0.25])
+    plain = lambda x: np.sum(np.concatenate([_U0[:1], _U0[1:-1] + 0.1 * x, _U0[-1:]]) ** 2)  # noqa: E731
+    for f in (with_node, functional):
+        np.testing.assert_allclose(grad(f)(x)[0], numeric_grad(plain, (x,), 0), rtol=1e-6)

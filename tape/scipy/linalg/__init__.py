@@ -6,7 +6,8 @@ schur solve_triangular cho_factor cho_solve expm inv solve det cholesky lu_facto
 compositions of those and of NumPy's rules: ``expm_frechet solve_continuous_lyapunov lu
 qr svd eigh pinv block_diag toeplitz circulant``. ``schur`` is differentiable for real,
 distinct eigenvalues (a triangular ``T``). Not covered: the other eigenvalue problems of
-general matrices (``eig``), ``polar``, ``funm``.
+general matrices (``eig``), ``polar``, ``funm``. ``linalg.blas`` holds the BLAS routines
+library code calls (``dgemm``, ``dsyrk``, ...), as NumPy expressions with SciPy's meaning.
 
 >>> import numpy as np
 >>> from tape.scipy import linalg
@@ -45,7 +46,8 @@ from sensitivities.scipy.linalg import (
     toeplitz,
 )
 
-from ._forward import forward, listing
+from .._forward import forward, listing
+from . import blas  # noqa: F401  (ours, not SciPy's: the forwarding below would find SciPy's)
 
 __all__ = [
     "sqrtm", "logm", "expm", "expm_frechet", "solve_sylvester", "solve_continuous_lyapunov",
