@@ -177,7 +177,19 @@ sensitivity(np.arccos, 0)(lambda y, ybar, x, **kw: -ybar / np.sqrt(1 - x * x))
 sensitivity(np.arctan, 0)(lambda y, ybar, x, **kw: ybar / (1 + x * x))
 sensitivity(np.sinh, 0)(lambda y, ybar, x, **kw: ybar * np.cosh(x))
 sensitivity(np.cosh, 0)(lambda y, ybar, x, **kw: ybar * np.sinh(x))
-sensitivity(np.tanh, 0)(lambda y, ybar, x, **kw: ybar * (1 - y * y))
+
+
+@sensitivity(np.tanh, 0)
+def _(y, ybar, x, **kw):
+    if type(y) is np.ndarray and type(ybar) is np.ndarray and ybar.dtype == y.dtype:
+        # the same arithmetic in one new array instead of three: the rule takes 1 ms
+        # instead of 4.5 at 1000² (the matmul chain's, python benchmarks/run.py)
+        d = np.multiply(y, y)
+        np.subtract(1, d, out=d)
+        return np.multiply(ybar, d, out=d) if ybar.shape == d.shape else ybar * d
+    return ybar * (1 - y * y)
+
+
 sensitivity(np.arcsinh, 0)(lambda y, ybar, x, **kw: ybar / np.sqrt(x * x + 1))
 # sqrt(x - 1) sqrt(x + 1), not sqrt(x*x - 1): the same for real x > 1, and the right
 # branch for complex x

@@ -174,36 +174,47 @@ def _repeats(ybar, axis):
     return type(ybar) is np.ndarray and ybar.ndim >= 2 and ybar.strides[axis] == 0
 
 
+def _ndims(a, b):
+    # np.ndim asks through NumPy's dispatch, 0.3 µs a call that an ndarray answers itself
+    return (
+        a.ndim if type(a) is np.ndarray else np.ndim(a),
+        b.ndim if type(b) is np.ndarray else np.ndim(b),
+    )
+
+
 # (Axes are added by indexing, ``ybar[..., None]``: np.expand_dims costs ten times as much.)
 @sensitivity(np.matmul, 0)
 def _(y, ybar, a, b, **kwargs):
-    a_ndim, b_ndim = np.ndim(a), np.ndim(b)
+    a_ndim, b_ndim = _ndims(a, b)
     if b_ndim == 1:
         return ybar * b if a_ndim == 1 else ybar[..., None] * b
     if a_ndim == 1:
         # a vector times a matrix: ybar b^T, one product (a batch of them under vmap too)
         return np.matmul(ybar, _mT(b)) if b_ndim == 2 else np.matmul(b, ybar[..., None])[..., 0]
-    if _repeats(ybar, -1):  # ybar @ b^T = u (b 1)^T
-        return ybar[..., :1] * np.sum(b, axis=-1)[..., None, :]
+    # (rows that repeat first: a constant ybar, a sum's, repeats both ways, and its
+    # adjoint then repeats in turn instead of being an array of its own: 8 MB and 2 ms
+    # fewer at 1000², python benchmarks/run.py --workloads matmul)
     if _repeats(ybar, -2):  # ybar @ b^T = 1 (b v)^T, repeating in turn
         row = np.matmul(b, ybar[..., 0, :, None])[..., None, :, 0]
         return broadcast_to(row, np.shape(ybar)[:-1] + row.shape[-1:])
+    if _repeats(ybar, -1):  # ybar @ b^T = u (b 1)^T
+        return ybar[..., :1] * np.sum(b, axis=-1)[..., None, :]
     return np.matmul(ybar, _mT(b))
 
 
 @sensitivity(np.matmul, 1)
 def _(y, ybar, a, b, **kwargs):
-    a_ndim, b_ndim = np.ndim(a), np.ndim(b)
+    a_ndim, b_ndim = _ndims(a, b)
     if b_ndim == 1:
         return ybar * a if a_ndim == 1 else np.matmul(ybar[..., None, :], a)[..., 0, :]
     if a_ndim == 1:
         # a vector times a matrix: the outer product of a and ybar (one call under vmap too)
         return np.outer(a, ybar) if b_ndim == 2 else a[..., :, None] * ybar[..., None, :]
-    if _repeats(ybar, -2):  # a^T ybar = (a^T 1) v^T
-        return np.sum(a, axis=-2)[..., :, None] * ybar[..., :1, :]
-    if _repeats(ybar, -1):  # a^T ybar = (a^T u) 1^T, repeating in turn
+    if _repeats(ybar, -1):  # a^T ybar = (a^T u) 1^T, repeating in turn (first, as above)
         column = np.matmul(_mT(a), ybar[..., :, :1])
         return broadcast_to(column, column.shape[:-1] + np.shape(ybar)[-1:])
+    if _repeats(ybar, -2):  # a^T ybar = (a^T 1) v^T
+        return np.sum(a, axis=-2)[..., :, None] * ybar[..., :1, :]
     return np.matmul(_mT(a), ybar)
 
 

@@ -112,7 +112,8 @@ def _count(x, axis, mask):
 def _sum_rule(nan=False):
     def rule(y, ybar, x, axis=None, dtype=None, out=None, keepdims=_NO_VALUE,
              initial=_NO_VALUE, where=_NO_VALUE):  # fmt: skip
-        g = broadcast_to(expand_reduced(ybar, x, axis, keepdims), np.shape(x))
+        shape = x.shape if type(x) is np.ndarray else np.shape(x)  # (no dispatch: 0.3 µs)
+        g = broadcast_to(expand_reduced(ybar, x, axis, keepdims), shape)
         return _masked(g, _mask(x, where, nan)) if nan or _given(where) else g
 
     return rule
@@ -147,7 +148,8 @@ def _extremum_rule(nan=False):
         if initial is _NO_VALUE and not _given(where) and type(hits) is np.ndarray:
             # Ties are rare: as many hits as slices, and no NaN slice (which has no hit),
             # means one hit per slice, and nothing to share.
-            if np.count_nonzero(hits) == np.size(y) and not np.count_nonzero(np.isnan(y)):
+            size = y.size if type(y) is np.ndarray else np.size(y)  # (no dispatch: 0.3 µs)
+            if np.count_nonzero(hits) == size and not np.count_nonzero(np.isnan(y)):
                 return hits * ybar
         if _given(where):
             hits = hits & where

@@ -17,6 +17,7 @@ values, which is what makes them differentiable again.
 
 from __future__ import annotations
 
+import dis
 import functools
 import importlib
 import inspect
@@ -120,7 +121,7 @@ class Rules:
 
     __slots__ = (
         "f", "plain", "update", "typed", "pre", "nondiff", "argnums", "family", "guarded",
-        "foreign",
+        "foreign", "blind", "fast", "calls",
     )  # fmt: skip
 
     def __init__(self, f: Any) -> None:
@@ -138,6 +139,23 @@ class Rules:
         # a rule written outside this package and the engine (a user's): the engine hands
         # it read-only views and checks what it returns (``is_foreign``)
         self.foreign = False
+        # node positions -> whether the rules for them read none of those arguments'
+        # values (``blind_to``), learnt as records meet them; cleared on registration
+        self.blind: dict[tuple, bool] = {}
+        # node positions -> what the engine's records of a call of ``f`` with nodes
+        # there share (``tape.core.recording.Call``); cleared on registration
+        self.calls: dict[tuple, Any] = {}
+        # ``plain`` where every rule is an untyped one of this package and there is no
+        # ``pre`` (the reverse pass's fast path, one attribute to read), else None; kept
+        # by ``registered``
+        self.fast: dict[int, Callable] | None = self.plain
+
+    def registered(self) -> None:
+        """What is derived from the rules, made again after a registration."""
+        self.blind.clear()
+        self.calls.clear()
+        fast = not (self.update or self.typed or self.foreign or self.pre is not None)
+        self.fast = self.plain if fast else None
 
     def _resolve(self, kind: str, table: dict, argnum: int, vals: tuple) -> Callable | None:
         if self.typed:
@@ -154,8 +172,58 @@ class Rules:
         """The update-form rule for ``argnum`` given the argument values, or None."""
         return self._resolve("update", self.update, argnum, vals)
 
+    def blind_to(self, node_args: tuple) -> bool:
+        """Whether the rules for the arguments at positions ``node_args`` (each an
+        untyped rule of this package, without ``pre``) read none of those arguments'
+        values: ``add``'s rules return ``ybar``, ``exp``'s reads ``y``, ``x * 2.0``'s
+        reads the constant. The reverse pass then hands them the nodes themselves, and
+        takes no values from the tape (``tape.core.records.Branch.vals``). Learnt once
+        per set of positions.
+
+        >>> import numpy as np
+        >>> lookup(np.add).blind_to((0, 1)), lookup(np.multiply).blind_to((1,))
+        (True, True)
+        >>> lookup(np.sin).blind_to((0,)), lookup(np.multiply).blind_to((0, 1))
+        (False, False)
+        """
+        known = self.blind.get(node_args)
+        if known is None:
+            known = (
+                not (self.update or self.typed or self.foreign or self.pre is not None)
+                and all(i in self.plain for i in node_args)
+                and all(set(node_args) <= unread_arguments(self.plain[i]) for i in node_args)
+            )
+            self.blind[node_args] = known
+        return known
+
     def __repr__(self) -> str:
         return f"<Rules for {function_name(self.f)}: arguments {sorted(self.argnums)}>"
+
+
+# Names whose call lets a function read its local variables without naming them.
+_INTROSPECTION = frozenset(("locals", "vars", "eval", "exec", "_getframe", "currentframe"))
+
+
+def unread_arguments(rule: Callable) -> frozenset:
+    """The positions among the argument values a rule ``rule(y, ybar, *vals)`` is handed
+    that its code never reads: no instruction of it loads the parameter, and no function
+    nested in it closes over it. Anything it cannot see through (a builtin, a
+    ``functools.partial``, a call of ``locals``) reads every argument.
+
+    >>> sorted(unread_arguments(lambda y, ybar, a, b, **kw: ybar * b))
+    [0]
+    """
+    code = getattr(rule, "__code__", None)
+    if type(rule) is not types.FunctionType or code is None or set(code.co_names) & _INTROSPECTION:
+        return frozenset()
+    read = set(code.co_cellvars)
+    for instruction in dis.get_instructions(code):
+        name = instruction.opname  # LOAD_FAST and its variants across Python versions
+        if "FAST" in name or "DEREF" in name or "CLOSURE" in name:
+            argval = instruction.argval
+            read.update(argval if isinstance(argval, tuple) else (argval,))
+    params = code.co_varnames[2 : code.co_argcount]  # after y and ybar
+    return frozenset(k for k, param in enumerate(params) if param not in read)
 
 
 _registry: dict[Any, Rules] = {}
@@ -341,6 +409,7 @@ def _register(kind: str, f: Any, argnum: int, types: tuple, override: bool) -> C
                 rules.typed[key].add((_ANY,), rule)
         rules.argnums.add(argnum)
         rules.foreign = rules.foreign or is_foreign(rule)
+        rules.registered()
         return rule
 
     return register
@@ -494,7 +563,9 @@ def preprocess(f: Any) -> Callable[[Callable], Callable]:
     """
 
     def register(pre: Callable) -> Callable:
-        _rules_for(f).pre = pre
+        rules = _rules_for(f)
+        rules.pre = pre
+        rules.registered()
         return pre
 
     return register

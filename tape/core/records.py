@@ -14,6 +14,8 @@ Glossary of the engine (each term is one name in the code):
   (``sensitivities.registry.value_of``). A plain result carries no gradient.
 - ``Branch.vals``: the call's arguments with this tape's nodes replaced by their values,
   one level down (a node of an outer tape stays a node); what ``f`` and its rules see.
+  A record keeps less than ``args`` and ``vals`` (``Branch.inputs``, ``Branch.call``):
+  see ``Branch``.
 - ``Branch.node_args``: the positions in ``args`` that hold this tape's nodes, directly
   or inside a list: the arguments the reverse pass sends adjoints to.
 - *rule*, *sensitivity*: ``rule(y, ybar, *vals, **kwargs) -> xbar``, registered per
@@ -54,6 +56,7 @@ from .display import dtype_name, preview, tape_text
 from .errors import check_leaf_value
 from .mutation import sealed
 from .node import Node
+from .recording import Call
 
 __all__ = ["Tape", "Leaf", "Branch", "PICTURES"]
 
@@ -130,7 +133,9 @@ class Tape:
         the user's, and keeps everything."""
         for record in self.records:
             try:
-                record.args = record.vals = ()  # its call's arguments and their values
+                record.inputs = ()  # its call's arguments and their values
+                if record.call.held is not None:  # (a call of its own: never shared)
+                    record.call.held = ()
             except AttributeError:
                 pass  # a Leaf: no call
             if record.alias is not None:
@@ -213,7 +218,7 @@ class Leaf(Node):
     Leaf{float64} 0.25
     """
 
-    __slots__ = ()
+    __slots__ = ("seal",)
 
     def __init__(self, tape: Tape, value: Any) -> None:
         if not isinstance(tape, Tape):
@@ -234,9 +239,18 @@ class Branch(Node):
     ``.kwargs``, ``.tape`` and ``.pos``. The engine makes these as calls are recorded.
 
     ``.vals`` is ``args`` with this tape's nodes replaced by their values (what ``f`` was
-    called with, and what the rules are handed), and ``.node_args`` the positions in
-    ``args`` that hold this tape's nodes: the reverse pass reads both instead of
-    searching ``args``.
+    called with, what the rules are handed), and ``.node_args`` the positions in ``args``
+    that hold this tape's nodes: the reverse pass reads both instead of searching
+    ``args``.
+
+    A record keeps little, as a scalar op records little else and every object costs
+    (python benchmarks/run.py --workloads memory): ``.inputs``, the arguments, is the
+    node itself for a call of one node (``np.sin(x)``), else the tuple ``args``; ``.call``,
+    the function, its keywords and the rest (a ``tape.core.recording.Call``), is shared by
+    the records of the same call. The values are not kept: the record at each node's
+    position keeps its value as it was (a node written in place since included; see
+    ``tape.core.inplace``), where ``vals`` takes it again; only a call whose arguments
+    the tape cannot give again (a view, a list of nodes) keeps them, in its own call.
 
     >>> import numpy as np
     >>> from tape import Tape, Leaf
@@ -246,37 +260,86 @@ class Branch(Node):
     (True, True, 2, 2, (0,))
     """
 
-    __slots__ = ("f", "args", "kwargs", "vals", "node_args")
+    __slots__ = ("call", "inputs")
 
-    def __new__(cls, tape: Tape, value: Any, f: Any, *fields: Any) -> Branch:
-        # Branch(tape, value, f, args, kwargs, vals, node_args, seal=None), by hand
-        return tape.branch(value, f, *fields)
+    def __new__(
+        cls, tape: Tape, value: Any, f: Any, args: tuple, kwargs: Any, vals: tuple,
+        node_args: tuple, seal: list | None = None,
+    ) -> Branch:  # fmt: skip
+        # Branch(tape, value, f, args, kwargs, vals, node_args, seal=None), by hand: a
+        # call of its own, which keeps the values
+        call = Call(f, kwargs, node_args, seal, tuple(vals))
+        if len(args) == 1 and isinstance(args[0], Node):
+            return tape.branch(value, call, args[0])
+        return tape.branch(value, call, tuple(args))
+
+    @property
+    def f(self) -> Any:
+        return self.call.f
+
+    @property
+    def kwargs(self) -> Any:
+        return self.call.kwargs
+
+    @property
+    def node_args(self) -> tuple:
+        return self.call.node_args
+
+    @property
+    def seal(self) -> list | None:
+        return self.call.seal
+
+    @seal.setter
+    def seal(self, seal: list | None) -> None:
+        self.call = self.call.but(seal=seal)  # (a shared call is never changed)
+
+    @property
+    def args(self) -> tuple:
+        inputs = self.inputs
+        return inputs if type(inputs) is tuple else (inputs,)
+
+    @args.setter
+    def args(self, args: tuple) -> None:
+        # a mode's rewrite (vmap's): the values stay those the call was made with
+        if self.call.held is None:
+            self.call = self.call.but(held=self.vals)
+        self.inputs = tuple(args)
+
+    @property
+    def vals(self) -> tuple:
+        inputs, held = self.inputs, self.call.held
+        if held is not None:
+            return held
+        if type(inputs) is tuple and not inputs:
+            return ()  # a released record
+        records = self.tape.records
+        if type(inputs) is not tuple:  # a call of one node
+            return (records[inputs.pos].value,)
+        vals = list(inputs)
+        for i in self.call.node_args:
+            vals[i] = records[inputs[i].pos].value
+        return tuple(vals)
 
     def __repr__(self) -> str:
         return f"Branch{{{dtype_name(self.value)}}} {preview(self.value)} f={function_name(self.f)}"
 
 
-def _branch(tape: Tape, value: Any, f: Any, args: tuple, kwargs: Any, vals: tuple,
-            node_args: tuple, seal: list | None = None) -> Branch:  # fmt: skip
-    """``tape.branch(value, f, args, kwargs, vals, node_args, seal)``: the one constructor
-    of a Branch (``Branch(tape, ...)`` comes here too), a plain function rather than
-    ``__init__``, whose type call would double the cost of every record."""
+def _branch(tape: Tape, value: Any, call: Call, inputs: Any) -> Branch:
+    """``tape.branch(value, call, inputs)``: the one constructor of a Branch
+    (``Branch(tape, ...)`` comes here too), a plain function rather than ``__init__``,
+    whose type call would double the cost of every record."""
     node = object.__new__(Branch)
     node.value = value
     node.tape = tape
-    node.f = f
-    node.args = args
-    node.kwargs = kwargs
-    node.vals = vals
-    node.node_args = node_args
-    node.seal = seal
+    node.call = call
+    node.inputs = inputs
     node.alias = None
     if type(tape) is Tape and not observing.observed:
         records = tape.records  # Tape.add itself, inline: a call fewer on every record
         node.pos = len(records)
         records.append(node)
     else:
-        tape.add(node)
+        tape.add(node)  # (a mode that rewrites the arguments keeps the values: Branch.args)
     return node
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import sysconfig
 from typing import Any, Iterator
 
 import numpy as np
@@ -52,8 +54,10 @@ class ReverseTape:
         self.tape = tape
         self.adjoints: list[Any] = [None] * len(tape.records)
         # owned[p]: adjoints[p] is an ndarray the reverse pass made itself, so it may
-        # add into it in place; never true of an array a rule, another slot or the user holds
-        self.owned: list[bool] = [False] * len(tape.records)
+        # add into it in place; never true of an array a rule, another slot or the user
+        # holds. The positions in a set, not a flag per record: few slots are ever added
+        # into, and a list would cost 8 bytes a record at the pass's peak of memory.
+        self.owned = _Positions()
 
     def __len__(self) -> int:
         return len(self.adjoints)
@@ -79,6 +83,22 @@ class ReverseTape:
         """The slots, one a line, as ``repr`` shows them: the first and last 10 of more
         than 40, unless ``full``."""
         return adjoints_text(self.adjoints, full)
+
+
+class _Positions(set):
+    """A set of positions that reads and writes as a list of flags would: ``s[p]`` is
+    whether ``p`` is in it, ``s[p] = flag`` puts it in or takes it out."""
+
+    __slots__ = ()
+
+    def __getitem__(self, pos: int) -> bool:
+        return pos in self
+
+    def __setitem__(self, pos: int, flag: bool) -> None:
+        if flag:
+            self.add(pos)
+        else:
+            self.discard(pos)
 
 
 def reverse_tape(y: Node, ybar: Any = 1.0) -> ReverseTape:
@@ -140,14 +160,66 @@ def reverse_pass(tape: Tape, rtape: ReverseTape, free: bool = False) -> ReverseT
             if ybar is None:
                 continue
             node = records[pos]
-            if node.seal is not None:
+            if not isinstance(node, Branch):
+                if node.seal is not None:
+                    verify(node, now)
+                continue
+            call = node.call
+            if call.seal is not None:
                 verify(node, now)
-            if isinstance(node, Branch):
+            rules = _rules_of(call.f)
+            plain = rules.fast  # one untyped rule per argument, of this package's; no pre
+            if plain is None or check is not None:
                 _backpropagate(node, ybar, tape, rtape)
                 if check is not None:
                     check(node, ybar, rtape)
-                if free:
-                    adjoints[pos] = None
+            else:
+                # The common case, here rather than in a call of its own: a call fewer
+                # on every record, 3% of the scalar chain's Python work
+                # (python benchmarks/run.py --workloads chain).
+                inputs = node.inputs
+                y = node.value
+                kwargs = call.kwargs
+                if type(inputs) is not tuple:  # a call of one node (Branch.inputs)
+                    held = call.held  # its value, as Branch.vals has it
+                    v = records[inputs.pos].value if held is None else held[0]
+                    rule = plain[0]
+                    xbar = rule(y, ybar, v, **kwargs) if kwargs else rule(y, ybar, v)
+                    # accumulate's commonest case inline (a first contribution, in shape)
+                    q = inputs.pos
+                    value = inputs.value
+                    if adjoints[q] is None and (
+                        (type(xbar) in _SCALARS and type(value) in _SCALARS)
+                        or (type(xbar) in SHAPED and xbar.shape == getattr(value, "shape", 0))
+                    ):
+                        adjoints[q] = xbar
+                    else:
+                        accumulate(rtape, inputs, xbar, call.f, 0, node)
+                    if free:
+                        adjoints[pos] = None
+                    continue
+                # the values, as Branch.vals has them; where the rules read none of the
+                # nodes' values (x + y, 2.0 * x: Rules.blind_to, as registered now), the
+                # arguments themselves
+                vals = inputs if rules.blind.get(call.node_args) else node.vals
+                for i in call.node_args:
+                    arg = inputs[i]
+                    if not isinstance(arg, Node):  # a list or tuple holding nodes
+                        _contribute_each(rules, i, arg, node, ybar, kwargs, tape, rtape)
+                        continue
+                    # an empty **kwargs still costs a dict on every call: most have none
+                    rule = plain[i]
+                    xbar = rule(y, ybar, *vals, **kwargs) if kwargs else rule(y, ybar, *vals)
+                    q = arg.pos
+                    if adjoints[q] is None and (
+                        (type(xbar) in _SCALARS and type(arg.value) in _SCALARS)
+                        or (type(xbar) in SHAPED and xbar.shape == getattr(arg.value, "shape", 0))
+                    ):
+                        adjoints[q] = xbar
+                    else:
+                        accumulate(rtape, arg, xbar, call.f, i, node)
+            if free:
+                adjoints[pos] = None
     except Exception as error:
         note_reverse_failure(error, records, pos)
         raise
@@ -166,7 +238,9 @@ def record_running_in(frame: Any) -> Any:
 
 
 def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> None:
-    """Add the adjoint contributions of one Branch to its arguments' slots."""
+    """Add the adjoint contributions of one Branch to its arguments' slots (``reverse_pass``
+    does it itself where each argument has one untyped rule of this package's, and no
+    ``pre``)."""
     f = node.f
     rules = _rules_of(f)
     args = node.args
@@ -175,36 +249,28 @@ def _backpropagate(node: Branch, ybar: Any, tape: Tape, rtape: ReverseTape) -> N
     kwargs = node.kwargs
     if rules.pre is not None:
         kwargs = dict(kwargs, pre=rules.pre(y, ybar, *vals, **kwargs))
-    # the common, fast case: one untyped rule per argument, of this package's
     plain = None if rules.update or rules.typed or rules.foreign else rules.plain
-    adjoints = rtape.adjoints
     for i in node.node_args:
         arg = args[i]
-        if isinstance(arg, Node):
-            if plain is not None:
-                # an empty **kwargs still costs a dict on every call: most calls have none
-                xbar = plain[i](y, ybar, *vals, **kwargs) if kwargs else plain[i](y, ybar, *vals)
-                # accumulate's commonest case inline (a first contribution, in shape): a
-                # call fewer on most contributions
-                pos = arg.pos
-                if adjoints[pos] is None and (
-                    (type(xbar) in SHAPED and xbar.shape == getattr(arg.value, "shape", None))
-                    or (type(xbar) in _SCALARS and type(arg.value) in _SCALARS)
-                ):
-                    adjoints[pos] = xbar
-                else:
-                    accumulate(rtape, arg, xbar, f, i, node)
-            else:
-                _contribute(rules, i, arg, node, ybar, kwargs, rtape)
-        else:  # a list or tuple holding nodes of this tape
-            rule = rules.rule(i, vals)
-            if rules.foreign:
-                xbars = call_foreign(rule, f, i, y, ybar, vals, kwargs, elements=len(arg))
-            else:
-                xbars = rule(y, ybar, *vals, **kwargs)
-            for element, xbar in zip(arg, xbars):
-                if tape.owns(element) and xbar is not None:
-                    accumulate(rtape, element, xbar, f, i)
+        if not isinstance(arg, Node):  # a list or tuple holding nodes of this tape
+            _contribute_each(rules, i, arg, node, ybar, kwargs, tape, rtape)
+        elif plain is not None:
+            accumulate(rtape, arg, plain[i](y, ybar, *vals, **kwargs), f, i, node)
+        else:
+            _contribute(rules, i, arg, node, ybar, kwargs, rtape)
+
+
+def _contribute_each(rules, i, arg, record, ybar, kwargs, tape, rtape) -> None:
+    """The contributions to the elements of list argument ``i`` that are ``tape``'s nodes."""
+    vals, f = record.vals, rules.f
+    rule = rules.rule(i, vals)
+    if rules.foreign:
+        xbars = call_foreign(rule, f, i, record.value, ybar, vals, kwargs, elements=len(arg))
+    else:
+        xbars = rule(record.value, ybar, *vals, **kwargs)
+    for element, xbar in zip(arg, xbars):
+        if tape.owns(element) and xbar is not None:
+            accumulate(rtape, element, xbar, f, i)
 
 
 _rules_of = registry.lookup
@@ -306,7 +372,7 @@ def update_in_place(rtape, update, arg, y, ybar, vals, kwargs, foreign=None, arg
     xbar = rtape.adjoints[pos]
     if xbar is None:
         xbar, made = np.zeros_like(arg.value, dtype=np.result_type(arg.value, ybar)), "zeros"
-    elif not (rtape.owned[pos] and type(xbar) is np.ndarray) or _complex_into_real(xbar, ybar):
+    elif not (pos in rtape.owned and type(xbar) is np.ndarray) or _complex_into_real(xbar, ybar):
         xbar, made = np.array(xbar, dtype=np.result_type(xbar, ybar)), "copy"
     else:
         made = "owned"
@@ -317,7 +383,10 @@ def update_in_place(rtape, update, arg, y, ybar, vals, kwargs, foreign=None, arg
         if np.shape(result) != np.shape(xbar):
             raise not_summable(np.shape(result), np.shape(xbar), foreign, argnum)
         rtape.adjoints[pos] = result
-    rtape.owned[pos] = rtape.adjoints[pos] is xbar
+    if rtape.adjoints[pos] is xbar:
+        rtape.owned.add(pos)
+    else:
+        rtape.owned.discard(pos)
     return made
 
 
@@ -345,13 +414,41 @@ def accumulate(
     if current is None:
         rtape.adjoints[pos] = xbar
         return "set"
-    if rtape.owned[pos] and type(xbar) is _ndarray and xbar.dtype == current.dtype:
+    if (
+        type(xbar) is _ndarray
+        and type(current) is _ndarray
+        and (pos in rtape.owned or _held_by_the_slot_alone(current))
+        and xbar.dtype == current.dtype
+    ):
         np.add(current, xbar, out=current)
         return "add in place"
     total = current + xbar
     rtape.adjoints[pos] = total
-    rtape.owned[pos] = type(total) is _ndarray
+    if type(total) is _ndarray:
+        rtape.owned.add(pos)
+    else:
+        rtape.owned.discard(pos)
     return "add"
+
+
+def _held_by_the_slot_alone(current: np.ndarray) -> bool:
+    """Whether ``current``, a slot's adjoint, is an array that nothing but the slot refers
+    to (no other slot, rule, view or user): one whose memory is its own, writeable, and
+    whose reference count is that of the slot, the caller's name for it and this call's.
+    Adding into it in place then changes nothing anyone can see, and saves an array: a
+    first contribution (``ybar * cos(x)``) is such an array once the records that
+    handed it on are done. CPython's reference counts; elsewhere, never."""
+    return current.base is None and _getrefcount(current) == _SLOT_ALONE and current.flags.writeable
+
+
+# the slot in the adjoints list, ``accumulate``'s local name, and the argument of
+# ``_held_by_the_slot_alone`` and of ``sys.getrefcount`` itself
+_SLOT_ALONE = 4
+_getrefcount = (
+    sys.getrefcount
+    if sys.implementation.name == "cpython" and not sysconfig.get_config_var("Py_GIL_DISABLED")
+    else lambda a: 0
+)
 
 
 def _beyond_rank(xshape: tuple, record: Any) -> bool:
@@ -389,6 +486,25 @@ def unbroadcast(
     broadcasting among its value and arguments could not have added.
     """
     xshape = xbar.shape if type(xbar) in SHAPED else np.shape(xbar)
+    if type(xbar) is _ndarray and (
+        record is None or xshape == getattr(record.value, "shape", None)
+    ):
+        # The common case: an adjoint in the shape of the record's value (broadcasting
+        # made that shape, so the checks below pass), summed by a plan found once per
+        # pair of shapes: 1 µs less on each of the MLP's four unbroadcasts
+        # (python benchmarks/profile_eager.py --workloads mlp).
+        plan = _SUMS.get((xshape, shape))
+        if plan is None:
+            if len(_SUMS) > 4096:  # a program of ever new shapes: start again
+                _SUMS.clear()
+            plan = _SUMS[xshape, shape] = _sum_plan(xshape, shape)
+        if plan is not _NOT_SUMMABLE:
+            leading, stretched = plan
+            if leading is not None:
+                xbar = np.add.reduce(xbar, axis=leading)
+            if stretched is not None:
+                xbar = np.add.reduce(xbar, axis=stretched, keepdims=True)
+            return xbar
     extra = len(xshape) - len(shape)
     if record is not None and (
         (extra > 0 and _beyond_rank(xshape, record))
@@ -412,6 +528,19 @@ def unbroadcast(
     if stretched:
         xbar = np.sum(xbar, axis=stretched, keepdims=True)
     return xbar
+
+
+def _sum_plan(xshape: tuple, shape: tuple) -> Any:
+    """``unbroadcast_axes``, as ``np.add.reduce`` takes them (a single axis as an int,
+    None for none), or ``_NOT_SUMMABLE``."""
+    axes = unbroadcast_axes(xshape, shape)
+    if axes is None:
+        return _NOT_SUMMABLE
+    return tuple(None if not a else a[0] if len(a) == 1 else a for a in axes)
+
+
+_SUMS: dict = {}  # (adjoint shape, argument shape) -> _sum_plan
+_NOT_SUMMABLE = object()
 
 
 def unbroadcast_axes(xshape: tuple, shape: tuple) -> tuple[tuple, tuple] | None:
