@@ -548,14 +548,15 @@ def check_adjoints(xbars: Any, f: Any, argnum: int, elements: int) -> None:
             check_adjoint(xbar, f, argnum)
 
 
-def writes_its_inputs(f: Any, argnum: int, in_place: bool) -> ValueError:
-    """The error for a user's rule that wrote into an array it was handed."""
-    what = "its adjoint ybar, its result y or an argument" + (
+def writes_its_inputs(f: Any, argnum: int, in_place: bool, kind: str = "sensitivity") -> ValueError:
+    """The error for a user's rule (a ``kind``) that wrote into an array it was handed."""
+    handed = "its tangent xdot" if kind == "pushforward" else "its adjoint ybar"
+    what = f"{handed}, its result y or an argument" + (
         " (an in-place rule may write only into the xbar it is handed first)" if in_place else ""
     )
     return ValueError(
-        f"the sensitivity of {function_name(f)} for argument {argnum} writes into {what}: "
-        "those arrays are shared (one adjoint reaches several rules, and the arguments are "
+        f"the {kind} of {function_name(f)} for argument {argnum} writes into {what}: "
+        "those arrays are shared (one array reaches several rules, and the arguments are "
         "the caller's), so a rule computes a new array (return ybar * 2 * x, not ybar *= "
         "2 * x)"
     )

@@ -298,7 +298,7 @@ def _contribute(rules, i, arg, record, ybar, kwargs, rtape) -> None:
 
 def call_foreign(
     rule: Any, f: Any, argnum: int, y: Any, ybar: Any, vals: tuple, kwargs: dict,
-    elements: int | None = None, into: Any = None,
+    elements: int | None = None, into: Any = None, kind: str = "sensitivity",
 ) -> Any:
     """Call a user's ``rule`` (``registry.is_foreign``) for argument ``argnum`` of ``f``
     as the reverse pass does, on read-only views of ``y``, ``ybar`` and the arguments:
@@ -306,7 +306,8 @@ def call_foreign(
     the arguments are the caller's, so a rule that writes into them is stopped at the
     write, with an error naming it. What it returns is checked as ``accumulate`` checks
     it: an adjoint, or for a list argument one per of its ``elements``. ``into``: the
-    accumulator of an in-place rule, the one array it may write."""
+    accumulator of an in-place rule, the one array it may write. A ``"pushforward"``
+    (``kind``), handed a tangent for ``ybar``, has its result checked by its caller."""
     head = (read_only(y), read_only(ybar))
     if into is not None:
         head = (into, *head)
@@ -315,7 +316,9 @@ def call_foreign(
     except ValueError as error:
         if "read-only" not in str(error):
             raise
-        raise writes_its_inputs(f, argnum, into is not None) from error
+        raise writes_its_inputs(f, argnum, into is not None, kind) from error
+    if kind == "pushforward":
+        return xbar
     if elements is None:
         check_adjoint(xbar, f, argnum)
     else:

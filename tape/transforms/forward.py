@@ -36,7 +36,7 @@ from ..core.errors import MissingRuleError, check_adjoint
 from ..core.node import Node
 from ..core.recording import current
 from ..core.records import Branch, Leaf, Tape
-from ..core.reverse import call_foreign, read_only, unbroadcast
+from ..core.reverse import call_foreign, unbroadcast
 from ..runtime import run_pass
 from .grad import grad
 
@@ -185,29 +185,19 @@ def _pushforward(f, i, y, xdot, vals, kwargs, k, record=None):
 
 
 def _foreign_pushforward(rule, f, i, y, xdot, vals, kwargs, k):
-    """A user's pushforward, called on read-only views (the tangent it is handed is its
-    argument's, which other records read) and checked to give a tangent that is None,
-    NotImplemented or an array that broadcasts to ``(k,) + y``'s shape."""
-    try:
-        ydot = rule(read_only(y), read_only(xdot), *map(read_only, vals), **kwargs)
-    except ValueError as error:
-        if "read-only" not in str(error):
-            raise
-        raise ValueError(
-            f"the pushforward of {function_name(f)} for argument {i} writes into an array it "
-            "was handed (its tangent xdot, y or an argument): those are shared with other "
-            "records and the caller, so a pushforward computes a new array"
-        ) from error
+    """A user's pushforward, called as a user's rule is (``call_foreign``: the tangent it
+    is handed is its argument's, which other records read) and checked to give a tangent
+    that is None, NotImplemented or an array that broadcasts to ``(k,) + y``'s shape."""
+    ydot = call_foreign(rule, f, i, y, xdot, vals, kwargs, kind="pushforward")
     if ydot is None or ydot is NotImplemented:
         return ydot
     check_adjoint(ydot, f, i, "pushforward")
     shape = (k,) + np.shape(y)
     try:
-        np.broadcast_shapes(np.shape(ydot), shape)
-        fits = len(np.shape(ydot)) <= len(shape)
+        fits = np.broadcast_shapes(np.shape(ydot), shape) == shape
     except ValueError:
         fits = False
-    if not fits or np.broadcast_shapes(np.shape(ydot), shape) != shape:
+    if not fits:
         raise ValueError(
             f"the pushforward of {function_name(f)} for argument {i} returned shape "
             f"{np.shape(ydot)}, which does not broadcast to the tangent's shape {shape} "
